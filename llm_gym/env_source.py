@@ -1,0 +1,75 @@
+"""What a catalog family hands the Gymnasium face: an `EnvSource` and its `EnvCard`.
+
+A family is written once against the seed API. Its `EnvSource` draws a task from a numpy
+`Generator` (and nothing else, so seeding is exact) and returns a fresh seed-API `Env` for it; the
+Gymnasium `TextEnv` drives that `Env` through `reset`/`step`, and the grouping wrapper asks the
+source for group rewards. The `EnvCard` is the family's documentation in data: the catalog page is
+generated from cards.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from llm_gym.renderers.base import Renderer
+from llm_gym.rl.types import Env, Metrics, Trajectory
+
+SPLITS = ("train", "test")
+
+
+@dataclass(frozen=True)
+class EnvCard:
+    """An environment's card (see CONVENTIONS.md)."""
+
+    id: str  # "llm/Name-vN"
+    family: str  # "math", "games", ...
+    description: str  # one paragraph
+    multi_turn: bool
+    reward_range: tuple[float, float]
+    reward_meaning: str
+    difficulty_knobs: dict[str, str]  # knob name -> what it does (with its default)
+    data_source: str
+    license: str
+    example_episode: list[dict[str, str]] = field(default_factory=list)  # chat messages
+
+
+class EnvSource(ABC):
+    """Produces seed-API episodes for one registered id.
+
+    Subclasses set `card`, accept their difficulty knobs as keyword arguments (JSON-serialisable
+    values, validated with a clear error), and implement `make_env`. `split` selects disjoint
+    train/test task sets ("test" is the held-out split for evaluation).
+    """
+
+    card: EnvCard
+
+    def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        if knobs:
+            raise TypeError(
+                f"{type(self).__name__} got unknown option(s) {sorted(knobs)}; "
+                f"its knobs are {sorted(self.card.difficulty_knobs)}"
+            )
+        self.renderer = renderer
+        self.split = split
+
+    @abstractmethod
+    def make_env(self, rng: np.random.Generator) -> Env:
+        """A fresh single-use `Env` on a task drawn from `rng` (the only randomness allowed).
+        The same generator state must give the same task and the same env behaviour."""
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
+    ) -> list[tuple[float, Metrics]]:
+        """Group-level rewards for G episodes on the same task; zero unless the family has group
+        logic (pairwise judging, self-play)."""
+        return [(0.0, {}) for _ in trajectory_group]
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return self.card.reward_range

@@ -1,0 +1,97 @@
+"""ChatML renderer: `<|im_start|>role\ncontent<|im_end|>\n` turns, stopping on the `<|im_end|>` id.
+
+This is the default renderer for the embedded byte tokenizer, and it fits any tokenizer that has
+`<|im_start|>`/`<|im_end|>` special tokens (Qwen-family). Stops are token ids, so the sampler checks
+them in O(1) per token.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers.base import (
+    Message,
+    ParseTermination,
+    Renderer,
+    TrainOnWhat,
+    get_text_content,
+    validate_messages,
+)
+
+
+class ChatMLRenderer(Renderer):
+    def __init__(self, tokenizer: Any) -> None:
+        super().__init__(tokenizer)
+        ids = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
+        unk = getattr(tokenizer, "unk_token_id", None)
+        if any(i is None or i == unk for i in ids):
+            raise ValueError(
+                f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has no <|im_start|>/"
+                "<|im_end|> tokens; use renderer='chat_template' or 'role_colon'"
+            )
+        self.im_start, self.im_end = int(ids[0]), int(ids[1])
+        self.eos = getattr(tokenizer, "eos_token_id", None)
+        self._newline = tokenizer.encode("\n", add_special_tokens=False)
+
+    def _turn_header(self, role: str) -> list[int]:
+        return [self.im_start] + self.tokenizer.encode(role + "\n", add_special_tokens=False)
+
+    def _turn(self, message: Message) -> tuple[list[int], list[int]]:
+        """(header tokens, body tokens incl. <|im_end|>) for one message; newline after is extra."""
+        body = self.tokenizer.encode(get_text_content(message), add_special_tokens=False)
+        return self._turn_header(message["role"]), body + [self.im_end]
+
+    def build_generation_prompt(
+        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None
+    ) -> ModelInput:
+        validate_messages(messages)
+        tokens: list[int] = []
+        for m in messages:
+            header, body = self._turn(m)
+            tokens += header + body + self._newline
+        tokens += self._turn_header(role)
+        if prefill:
+            tokens += self.tokenizer.encode(prefill, add_special_tokens=False)
+        return ModelInput.from_ints(tokens)
+
+    def get_stop_sequences(self) -> list[int]:
+        stops = [self.im_end]
+        if self.eos is not None and self.eos != self.im_end:
+            stops.append(int(self.eos))
+        return stops
+
+    def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
+        valid, had_invalid = self._split_valid(tokens)
+        termination = ParseTermination.LENGTH
+        for i, t in enumerate(valid):
+            if t == self.im_end:
+                valid, termination = valid[:i], ParseTermination.STOP_SEQUENCE
+                break
+            if t == self.eos:
+                valid, termination = valid[:i], ParseTermination.EOS
+                break
+        if had_invalid:
+            termination = ParseTermination.MALFORMED
+        text = self.tokenizer.decode(valid, skip_special_tokens=True)
+        return Message(role="assistant", content=text), termination
+
+    def build_supervised_example(
+        self,
+        messages: Sequence[Message],
+        train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
+    ) -> tuple[ModelInput, list[float]]:
+        validate_messages(messages)
+        last_assistant = max(
+            (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1
+        )
+        tokens: list[int] = []
+        weights: list[float] = []
+        for i, m in enumerate(messages):
+            header, body = self._turn(m)
+            trained = m["role"] == "assistant" and (
+                train_on_what == TrainOnWhat.ALL_ASSISTANT_MESSAGES or i == last_assistant
+            )
+            tokens += header + body + self._newline
+            weights += [0.0] * len(header) + [float(trained)] * len(body) + [0.0] * len(self._newline)
+        return ModelInput.from_ints(tokens), weights

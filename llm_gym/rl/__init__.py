@@ -1,0 +1,47 @@
+"""The seed RL API (Tinker-cookbook compatible): envs, groups, rollouts and training data."""
+
+from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+from llm_gym.rl.data_processing import (
+    Datum,
+    assemble_training_data,
+    compute_advantages,
+    remove_constant_reward_groups,
+    trajectory_to_data,
+)
+from llm_gym.rl.problem_env import ProblemEnv, ProblemGroupBuilder
+from llm_gym.rl.rollout_strategy import (
+    FailFast,
+    MinViableGroup,
+    RetryOnFailure,
+    RolloutBudgetExhausted,
+    RolloutResult,
+    RolloutStrategy,
+)
+from llm_gym.rl.rollouts import RolloutLimits, do_group_rollout, do_single_rollout
+from llm_gym.rl.types import (
+    Action,
+    ActionExtra,
+    Env,
+    EnvGroupBuilder,
+    Logprobs,
+    Logs,
+    Metrics,
+    Observation,
+    RLDataset,
+    RLDatasetBuilder,
+    RolloutError,
+    StepResult,
+    Trajectory,
+    TrajectoryGroup,
+    Transition,
+)
+
+__all__ = [
+    "Action", "ActionExtra", "Datum", "Env", "EnvGroupBuilder", "FailFast", "Logprobs", "Logs",
+    "Metrics", "MinViableGroup", "Observation", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
+    "RLDatasetBuilder", "RetryOnFailure", "RolloutBudgetExhausted", "RolloutError",
+    "RolloutLimits", "RolloutResult", "RolloutStrategy", "StepResult", "StopCondition",
+    "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",
+    "assemble_training_data", "compute_advantages", "do_group_rollout", "do_single_rollout",
+    "remove_constant_reward_groups", "trajectory_to_data",
+]

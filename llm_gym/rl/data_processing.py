@@ -1,0 +1,166 @@
+"""From trajectory groups to training data: advantages, per-token datums, filtering.
+
+`compute_advantages` centres each group's returns on the group mean, optionally dividing by a
+standard deviation; `trajectory_to_data` turns a trajectory into one `Datum` per run of
+observations that extend each other (the prefix property), with environment tokens masked out and
+sampled tokens carrying the trajectory's advantage and their sampling logprobs;
+`assemble_training_data` does that for a whole batch. Everything here is numpy: the trainer makes
+tensors.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Literal, Sequence
+
+import numpy as np
+
+from llm_gym.model_input import ModelInput
+from llm_gym.rl.types import Trajectory, TrajectoryGroup
+
+logger = logging.getLogger(__name__)
+
+LOSS_FNS = ("importance_sampling", "ppo", "cispo", "dro", "grpo", "cross_entropy")
+AdvantageScale = Literal["none", "group_std", "batch_std"]
+# Which std scaling each loss uses unless told otherwise. GRPO (Shao et al.) divides by the group's
+# std; the cookbook's importance_sampling/ppo/cispo/dro use plain centred returns (Dr. GRPO showed
+# the std division biases towards too-easy and too-hard groups).
+DEFAULT_SCALE: dict[str, AdvantageScale] = {
+    "importance_sampling": "none",
+    "ppo": "none",
+    "cispo": "none",
+    "dro": "none",
+    "grpo": "group_std",
+    "cross_entropy": "none",
+}
+
+
+@dataclass
+class Datum:
+    """One training sequence. `model_input` holds the input tokens (all but the last);
+    `loss_fn_inputs` holds per-position arrays of the same length: `target_tokens` (next tokens),
+    `logprobs` (sampling logprobs, 0 where not sampled), `advantages`, and `mask` (1 on sampled
+    tokens). SFT datums carry `target_tokens` and `weights`."""
+
+    model_input: ModelInput
+    loss_fn_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        n = self.model_input.length
+        for key, arr in self.loss_fn_inputs.items():
+            if len(arr) != n:
+                raise ValueError(f"Datum: loss_fn_inputs[{key!r}] has length {len(arr)}, input has {n}")
+
+
+def compute_advantages(
+    trajectory_groups_P: Sequence[TrajectoryGroup],
+    loss_fn: str = "importance_sampling",
+    scale: AdvantageScale | None = None,
+    eps: float = 1e-6,
+) -> list[np.ndarray]:
+    """Group-centred advantages, one float32 array per group.
+
+    `scale`: "none" (returns minus the group mean), "group_std" (also divide by each group's
+    std + eps), "batch_std" (divide by the std of all centred advantages in the batch + eps).
+    When `scale` is None the loss's default in `DEFAULT_SCALE` is used.
+    """
+    if loss_fn not in DEFAULT_SCALE:
+        raise ValueError(f"unknown loss_fn {loss_fn!r}; choose one of {list(DEFAULT_SCALE)}")
+    scale = DEFAULT_SCALE[loss_fn] if scale is None else scale
+    if scale not in ("none", "group_std", "batch_std"):
+        raise ValueError(f"unknown advantage scale {scale!r}; use 'none', 'group_std' or 'batch_std'")
+    advantages_P: list[np.ndarray] = []
+    for group in trajectory_groups_P:
+        rewards_G = np.asarray(group.get_total_rewards(), dtype=np.float64)
+        adv_G = rewards_G - rewards_G.mean() if len(rewards_G) else rewards_G
+        if scale == "group_std" and len(adv_G) > 1:
+            adv_G = adv_G / (rewards_G.std(ddof=1) + eps)
+        advantages_P.append(adv_G)
+    if scale == "batch_std":
+        flat = np.concatenate(advantages_P) if advantages_P else np.zeros(0)
+        std = flat.std(ddof=1) if len(flat) > 1 else 0.0
+        advantages_P = [a / (std + eps) for a in advantages_P]
+    return [a.astype(np.float32) for a in advantages_P]
+
+
+def _datum_from_sequence(
+    tokens: list[int], logprobs: list[float], advantages: list[float], mask: list[float]
+) -> Datum:
+    # Position t predicts token t+1, so every per-token array drops its first element.
+    return Datum(
+        model_input=ModelInput.from_ints(tokens[:-1]),
+        loss_fn_inputs={
+            "target_tokens": np.asarray(tokens[1:], dtype=np.int64),
+            "logprobs": np.asarray(logprobs[1:], dtype=np.float32),
+            "advantages": np.asarray(advantages[1:], dtype=np.float32),
+            "mask": np.asarray(mask[1:], dtype=np.float32),
+        },
+    )
+
+
+def trajectory_to_data(traj: Trajectory, traj_advantage: float) -> list[Datum]:
+    """One datum per maximal run of transitions whose observation extends the previous context.
+
+    If each observation starts with the previous observation + action (multi-turn chat), the whole
+    trajectory is one datum; an observation that does not (a context reset) starts a new datum.
+    Observation tokens get mask 0 and advantage 0; sampled tokens mask 1, the trajectory's
+    advantage, and their sampling logprobs (0 when the sampler gave none).
+    """
+    data: list[Datum] = []
+    seq: list[int] = []
+    logprobs: list[float] = []
+    advantages: list[float] = []
+    mask: list[float] = []
+    for transition in traj.transitions:
+        ob = transition.ob.to_ints()
+        if seq and len(ob) >= len(seq) and ob[: len(seq)] == seq:
+            delta = ob[len(seq):]
+        else:
+            if len(seq) > 1:
+                data.append(_datum_from_sequence(seq, logprobs, advantages, mask))
+            seq, logprobs, advantages, mask = [], [], [], []
+            delta = ob
+        ac = transition.ac
+        ac_logprobs = ac.maybe_logprobs if ac.maybe_logprobs is not None else [0.0] * len(ac.tokens)
+        seq += delta + list(ac.tokens)
+        logprobs += [0.0] * len(delta) + list(ac_logprobs)
+        advantages += [0.0] * len(delta) + [float(traj_advantage)] * len(ac.tokens)
+        mask += [0.0] * len(delta) + [1.0] * len(ac.tokens)
+    if len(seq) > 1:
+        data.append(_datum_from_sequence(seq, logprobs, advantages, mask))
+    return data
+
+
+def assemble_training_data(
+    trajectory_groups_P: Sequence[TrajectoryGroup], advantages_P: Sequence[np.ndarray]
+) -> tuple[list[Datum], list[dict[str, int]]]:
+    """All datums of a batch, with `{"group_idx", "traj_idx"}` metadata per datum."""
+    if len(trajectory_groups_P) != len(advantages_P):
+        raise ValueError(
+            f"{len(trajectory_groups_P)} groups but {len(advantages_P)} advantage arrays"
+        )
+    data_D: list[Datum] = []
+    metadata_D: list[dict[str, int]] = []
+    for i_group, (group, adv_G) in enumerate(zip(trajectory_groups_P, advantages_P)):
+        if len(adv_G) != len(group.trajectories_G):
+            raise ValueError(
+                f"group {i_group}: {len(group.trajectories_G)} trajectories, {len(adv_G)} advantages"
+            )
+        for i_traj, (traj, adv) in enumerate(zip(group.trajectories_G, adv_G)):
+            new = trajectory_to_data(traj, float(adv))
+            data_D += new
+            metadata_D += [{"group_idx": i_group, "traj_idx": i_traj} for _ in new]
+    return data_D, metadata_D
+
+
+def remove_constant_reward_groups(
+    trajectory_groups_P: Sequence[TrajectoryGroup],
+) -> list[TrajectoryGroup]:
+    """Drop groups whose returns are all equal (their centred advantages are all zero). If every
+    group is constant, keep the first one so downstream code never sees an empty batch."""
+    kept = [g for g in trajectory_groups_P if len(set(g.get_total_rewards())) > 1]
+    if not kept and trajectory_groups_P:
+        logger.warning("every group has constant reward: this batch carries no policy gradient")
+        return list(trajectory_groups_P[:1])
+    return kept

@@ -1,0 +1,224 @@
+"""Tokenizers: the embedded byte-level tokenizer (the default) and `load_tokenizer` for HF ones.
+
+`ByteTokenizer` needs no files and no network: ids 0..255 are UTF-8 bytes, a few special tokens
+follow. It mirrors the slice of the HF tokenizer interface that llm-gym uses (`encode`, `decode`,
+`convert_tokens_to_ids`, `eos_token_id`, `pad_token_id`, `vocab_size`, `len()`), so renderers and
+environments treat it and an HF tokenizer alike. `load_tokenizer` accepts a name, a path or an
+object; HF `transformers` is imported only when a name or path other than the byte tokenizer's is
+asked for, and only the local cache is consulted.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Iterable, Sequence
+
+BYTE_TOKENIZER_NAME = "llm-gym/byte"
+_BYTE_ALIASES = {"byte", "bytes", BYTE_TOKENIZER_NAME}
+
+
+class InvalidTokenError(ValueError):
+    """A token id outside the tokenizer's vocabulary."""
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens 0..255, then special tokens.
+
+    | id  | token          |
+    |-----|----------------|
+    | 256 | `<|pad|>`      |
+    | 257 | `<|bos|>`      |
+    | 258 | `<|eos|>`      |
+    | 259 | `<|im_start|>` |
+    | 260 | `<|im_end|>`   |
+
+    `encode` never produces special tokens from text (a literal "<|im_end|>" in a user message stays
+    bytes), so prompt injection of control tokens through text is impossible.
+    """
+
+    SPECIAL_TOKENS: tuple[str, ...] = ("<|pad|>", "<|bos|>", "<|eos|>", "<|im_start|>", "<|im_end|>")
+    NUM_BYTES = 256
+
+    def __init__(self) -> None:
+        self.name_or_path = BYTE_TOKENIZER_NAME
+        self._special_to_id = {tok: self.NUM_BYTES + i for i, tok in enumerate(self.SPECIAL_TOKENS)}
+        self._id_to_special = {i: tok for tok, i in self._special_to_id.items()}
+
+    # --- sizes and special ids -------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.NUM_BYTES + len(self.SPECIAL_TOKENS)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    @property
+    def pad_token_id(self) -> int:
+        return self._special_to_id["<|pad|>"]
+
+    @property
+    def bos_token_id(self) -> int:
+        return self._special_to_id["<|bos|>"]
+
+    @property
+    def eos_token_id(self) -> int:
+        return self._special_to_id["<|eos|>"]
+
+    @property
+    def pad_token(self) -> str:
+        return "<|pad|>"
+
+    @property
+    def eos_token(self) -> str:
+        return "<|eos|>"
+
+    @property
+    def bos_token(self) -> str:
+        return "<|bos|>"
+
+    @property
+    def all_special_ids(self) -> list[int]:
+        return list(self._id_to_special)
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return list(self.SPECIAL_TOKENS)
+
+    # --- conversion ------------------------------------------------------------------------
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        if not isinstance(text, str):
+            raise TypeError(f"ByteTokenizer.encode expects a str, got {type(text).__name__}")
+        ids = list(text.encode("utf-8"))
+        if add_special_tokens:
+            ids.insert(0, self.bos_token_id)
+        return ids
+
+    def __call__(self, text: str, add_special_tokens: bool = False) -> dict[str, list[int]]:
+        ids = self.encode(text, add_special_tokens=add_special_tokens)
+        return {"input_ids": ids, "attention_mask": [1] * len(ids)}
+
+    def check_ids(self, ids: Iterable[int]) -> None:
+        """Raise `InvalidTokenError` naming the first id outside 0..vocab_size-1."""
+        limit = self.vocab_size
+        for i in ids:
+            if not (0 <= i < limit):
+                raise InvalidTokenError(
+                    f"token id {i} is outside the byte tokenizer's vocabulary (0..{limit - 1})"
+                )
+
+    def decode(
+        self, ids: Sequence[int], skip_special_tokens: bool = False, errors: str = "replace"
+    ) -> str:
+        """Decode ids to text. Invalid UTF-8 becomes U+FFFD (`errors="replace"`, the default);
+        ids outside the vocabulary raise `InvalidTokenError`."""
+        ids = [int(i) for i in ids]
+        if all(0 <= i < self.NUM_BYTES for i in ids):
+            return bytes(ids).decode("utf-8", errors=errors)
+        self.check_ids(ids)
+        parts: list[str] = []
+        run: list[int] = []
+        for i in ids:
+            if i < self.NUM_BYTES:
+                run.append(i)
+                continue
+            if run:
+                parts.append(bytes(run).decode("utf-8", errors=errors))
+                run = []
+            if not skip_special_tokens:
+                parts.append(self._id_to_special[i])
+        if run:
+            parts.append(bytes(run).decode("utf-8", errors=errors))
+        return "".join(parts)
+
+    def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
+        if isinstance(tokens, str):
+            return self._token_to_id(tokens)
+        return [self._token_to_id(t) for t in tokens]
+
+    def _token_to_id(self, token: str) -> int:
+        if token in self._special_to_id:
+            return self._special_to_id[token]
+        raw = token.encode("utf-8")
+        if len(raw) == 1:
+            return raw[0]
+        raise KeyError(f"{token!r} is not a single byte or a special token of the byte tokenizer")
+
+    def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
+        if isinstance(ids, int):
+            return self._id_to_token(ids)
+        return [self._id_to_token(i) for i in ids]
+
+    def _id_to_token(self, i: int) -> str:
+        self.check_ids([i])
+        if i in self._id_to_special:
+            return self._id_to_special[i]
+        return bytes([i]).decode("latin-1")
+
+    def __repr__(self) -> str:
+        return f"ByteTokenizer(vocab_size={self.vocab_size})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ByteTokenizer)
+
+    def __hash__(self) -> int:
+        return hash(ByteTokenizer)
+
+
+def vocab_size_of(tokenizer: Any) -> int:
+    """Number of token ids a tokenizer can produce (HF: `len(tok)`, which counts added tokens)."""
+    try:
+        return int(len(tokenizer))
+    except TypeError:
+        return int(tokenizer.vocab_size)
+
+
+def tokenizer_name(tokenizer: Any) -> str:
+    return str(getattr(tokenizer, "name_or_path", type(tokenizer).__name__))
+
+
+def load_tokenizer(name_or_path_or_object: Any = None) -> Any:
+    """Return a tokenizer from a name, a local path, or an object (returned as is).
+
+    `None`, `"byte"` or `"llm-gym/byte"` give the embedded `ByteTokenizer`. Any other string is
+    loaded with `transformers.AutoTokenizer` from a local path or the local HF cache only; when it
+    is not there, the error says how to get it.
+    """
+    if name_or_path_or_object is None:
+        return _byte_tokenizer()
+    if isinstance(name_or_path_or_object, str):
+        if name_or_path_or_object in _BYTE_ALIASES:
+            return _byte_tokenizer()
+        return _load_hf_tokenizer(name_or_path_or_object)
+    if isinstance(name_or_path_or_object, os.PathLike):
+        return _load_hf_tokenizer(os.fspath(name_or_path_or_object))
+    tok = name_or_path_or_object
+    if not (callable(getattr(tok, "encode", None)) and callable(getattr(tok, "decode", None))):
+        raise TypeError(
+            f"tokenizer must be a name, a path, or an object with encode/decode; got {type(tok).__name__}"
+        )
+    return tok
+
+
+@functools.lru_cache(maxsize=1)
+def _byte_tokenizer() -> ByteTokenizer:
+    return ByteTokenizer()
+
+
+@functools.lru_cache(maxsize=16)
+def _load_hf_tokenizer(name_or_path: str) -> Any:
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            f"loading tokenizer {name_or_path!r} needs `transformers`: pip install 'llm-gym[train]' "
+            "(or pip install transformers), or use the built-in tokenizer='byte'"
+        ) from exc
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
+    except Exception as exc:
+        raise OSError(
+            f"tokenizer {name_or_path!r} is neither a local directory nor in the local Hugging Face "
+            "cache, and llm-gym never downloads at run time. Download it once on a connected machine "
+            f"(`huggingface-cli download {name_or_path}`), pass a local path, or use tokenizer='byte'."
+        ) from exc

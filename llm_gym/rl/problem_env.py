@@ -54,6 +54,11 @@ class ProblemEnv(Env):
     @abstractmethod
     def get_reference_answer(self) -> str: ...
 
+    def get_reference_response(self) -> str:
+        """A complete, well-formatted assistant response that scores full reward (for SFT warm
+        starts and verifier tests). Defaults to the reference answer itself."""
+        return self.get_reference_answer()
+
     def conversation(self) -> list[Message]:
         return self.convo_prefix + [Message(role="user", content=self.get_question())]
 

@@ -1,0 +1,1 @@
+"""Math family: procedural arithmetic (`llm/Math-v0`, `llm/MathMulti-v0`)."""

@@ -1,0 +1,224 @@
+"""Procedural arithmetic: `MathSource` (`llm/Math-v0`) and `MathMultiSource` (`llm/MathMulti-v0`).
+
+A task is an integer expression such as "23+45=" drawn from the source's generator; the answer is
+graded by `llm_gym.grading.grade_numeric` (a bare number, `\\boxed{}` or an `Answer:` line; hedges
+get no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
+`format_coef * (format_ok - 1) + correct`. Everything is computed in pure Python integers: no data,
+no network, no heavy parsing.
+
+Held-out split: a task's canonical key (the expression; operands sorted when every operator is the
+same commutative one, so "23+45" and "45+23" are one task) is hashed by `envs_catalog._common.split_of`;
+about one task in ten belongs to split="test", the rest to "train", and `make_env`
+rejection-samples until the drawn task is in the source's split.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs_catalog._common import check_choice, check_float, check_int, split_of
+from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
+from llm_gym.renderers import Renderer
+from llm_gym.rl import ProblemEnv, StepResult
+from llm_gym.rl.types import Action, ActionExtra
+
+OPERATORS = "+-*"
+PROMPT_STYLES = ("compact", "question")
+_MAX_DRAWS = 10_000
+
+_KNOB_DOCS = {
+    "digits": "digits per operand, 1-18 (1 means 0-9, d>1 means 10^(d-1)..10^d-1)",
+    "operators": "non-empty subset of '+-*', drawn uniformly per position; '*' binds tighter",
+    "num_operands": "operands per expression, 2-8",
+    "allow_negative": "whether the answer may be negative (operands never are); if false, "
+    "expressions with a negative value are redrawn",
+    "prompt_style": "'compact' ('23+45=') or 'question' ('What is 23 + 45? Reply with just the "
+    "number.')",
+    "format_coef": "penalty for a response that is not a single number, 0-1",
+}
+
+
+def _knob_docs(defaults: dict[str, Any]) -> dict[str, str]:
+    return {k: f"{doc} (default {defaults[k]!r})" for k, doc in _KNOB_DOCS.items()}
+
+
+def evaluate(operands: list[int], ops: str) -> int:
+    """Value of `operands[0] ops[0] operands[1] ...` with the usual precedence ('*' first)."""
+    total, sign, term = 0, 1, operands[0]
+    for op, x in zip(ops, operands[1:]):
+        if op == "*":
+            term *= x
+        else:
+            total += sign * term
+            sign, term = (1 if op == "+" else -1), x
+    return total + sign * term
+
+
+def canonical_key(operands: list[int], ops: str) -> str:
+    """The task's identity for the train/test split (commutative-only expressions sorted)."""
+    if len(set(ops)) == 1 and ops[0] in "+*":
+        operands = sorted(operands)
+    return expression(operands, ops)
+
+
+def expression(operands: list[int], ops: str, sep: str = "") -> str:
+    """"23+45" (or "23 + 45" with sep=" ")."""
+    parts = [str(operands[0])]
+    for op, x in zip(ops, operands[1:]):
+        parts += [op, str(x)]
+    return sep.join(parts)
+
+
+class MathEnv(ProblemEnv):
+    """One arithmetic question. Metrics: `format`, `correct` (from `ProblemEnv`), plus
+    `parse_error` (no single number found) and `too_long` (response over the length cap)."""
+
+    def __init__(
+        self, renderer: Renderer, question: str, answer: int, *, format_coef: float = 0.1,
+        max_chars: int = MAX_RESPONSE_CHARS,
+    ) -> None:
+        super().__init__(renderer, format_coef=format_coef)
+        self.question = question
+        self.answer = answer
+        self.max_chars = max_chars
+        self._graded: tuple[str, Grade] | None = None
+
+    def _grade(self, sample_str: str) -> Grade:
+        # ProblemEnv.step asks check_format and check_answer about the same string: grade once.
+        if self._graded is None or self._graded[0] != sample_str:
+            self._graded = (sample_str, grade_numeric(sample_str, self.answer, max_chars=self.max_chars))
+        return self._graded[1]
+
+    def get_question(self) -> str:
+        return self.question
+
+    def check_format(self, sample_str: str) -> bool:
+        return self._grade(sample_str).format_ok
+
+    def check_answer(self, sample_str: str) -> bool:
+        return self._grade(sample_str).correct
+
+    def get_reference_answer(self) -> str:
+        return str(self.answer)
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        result = await super().step(action, extra=extra)
+        grade = self._graded[1] if self._graded is not None else Grade(False, False, "empty")
+        result.metrics["parse_error"] = float(not grade.format_ok)
+        result.metrics["too_long"] = float(grade.status == "too_long")
+        result.logs["answer_status"] = grade.status
+        return result
+
+
+class MathSource(EnvSource):
+    """Arithmetic tasks; knobs in `DEFAULTS` (see the card). Registered as `llm/Math-v0`."""
+
+    DEFAULTS: dict[str, Any] = {
+        "digits": 2, "operators": "+", "num_operands": 2, "allow_negative": False,
+        "prompt_style": "compact", "format_coef": 0.1,
+    }
+    card = EnvCard(
+        id="llm/Math-v0",
+        family="math",
+        description=(
+            "Procedural integer arithmetic, fully offline. The default is two 2-digit numbers to "
+            "add, with a short prompt ('23+45=') and a bare-number reference answer ('68'), sized "
+            "for training a tiny byte-level model from scratch; the knobs scale it up to long "
+            "mixed-operator expressions. Answers may be a bare number, \\boxed{...} or an "
+            "'Answer: X' line; hedged or conflicting answers get no credit."
+        ),
+        multi_turn=False,
+        reward_range=(-0.1, 1.0),
+        reward_meaning=(
+            "format_coef*(format_ok-1) + correct: 1 for the right number, 0 for a wrong number, "
+            "-format_coef (0.1) when no single number can be read (empty, hedged, over 4096 "
+            "characters, invalid UTF-8) or the response was truncated."
+        ),
+        difficulty_knobs=_knob_docs(DEFAULTS),
+        data_source="generated on the fly from the seed (no dataset)",
+        license="Apache-2.0 (generated data)",
+        example_episode=[
+            {"role": "user", "content": "23+45="},
+            {"role": "assistant", "content": "68"},
+        ],
+    )
+
+    def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
+        own = {k: knobs.pop(k, v) for k, v in self.DEFAULTS.items()}
+        super().__init__(renderer=renderer, split=split, **knobs)
+        self.digits = check_int("digits", own["digits"], 1, 18)
+        ops = own["operators"]
+        if not isinstance(ops, str) or not ops or any(o not in OPERATORS for o in ops):
+            raise ValueError(
+                f"operators must be a non-empty string of characters from {OPERATORS!r}, got {ops!r}"
+            )
+        self.operators = "".join(dict.fromkeys(ops))  # de-duplicated, order kept
+        self.num_operands = check_int("num_operands", own["num_operands"], 2, 8)
+        self.allow_negative = check_choice("allow_negative", own["allow_negative"], (True, False))
+        self.prompt_style = check_choice("prompt_style", own["prompt_style"], PROMPT_STYLES)
+        self.format_coef = check_float("format_coef", own["format_coef"], 0.0, 1.0)
+        self._low = 0 if self.digits == 1 else 10 ** (self.digits - 1)
+        self._high = 10**self.digits  # exclusive
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return (-self.format_coef, 1.0)
+
+    def question_text(self, operands: list[int], ops: str) -> str:
+        if self.prompt_style == "compact":
+            return expression(operands, ops) + "="
+        return f"What is {expression(operands, ops, ' ')}? Reply with just the number."
+
+    def make_env(self, rng: np.random.Generator) -> MathEnv:
+        n, ops_pool = self.num_operands, self.operators
+        for _ in range(_MAX_DRAWS):
+            operands = rng.integers(self._low, self._high, size=n).tolist()
+            if len(ops_pool) == 1:
+                ops = ops_pool * (n - 1)
+            else:
+                ops = "".join(ops_pool[i] for i in rng.integers(0, len(ops_pool), size=n - 1).tolist())
+            answer = evaluate(operands, ops)
+            if answer < 0 and not self.allow_negative:
+                continue
+            if split_of(canonical_key(operands, ops)) != self.split:
+                continue
+            return MathEnv(
+                self.renderer, self.question_text(operands, ops), answer,
+                format_coef=self.format_coef,
+            )
+        raise RuntimeError(
+            f"{type(self).__name__}: no {self.split!r} task found in {_MAX_DRAWS} draws with "
+            f"digits={self.digits}, operators={self.operators!r}, num_operands={self.num_operands}, "
+            f"allow_negative={self.allow_negative}; widen the knobs"
+        )
+
+
+class MathMultiSource(MathSource):
+    """Longer mixed-operator expressions (`llm/MathMulti-v0`): same env, harder default knobs."""
+
+    DEFAULTS: dict[str, Any] = {
+        "digits": 2, "operators": "+-*", "num_operands": 4, "allow_negative": True,
+        "prompt_style": "compact", "format_coef": 0.1,
+    }
+    card = EnvCard(
+        id="llm/MathMulti-v0",
+        family="math",
+        description=(
+            "Harder procedural arithmetic: four 2-digit operands with mixed +, - and * "
+            "(usual precedence, negative answers allowed), e.g. '12+34*56-78='. Same grader and "
+            "knobs as llm/Math-v0, with harder defaults."
+        ),
+        multi_turn=False,
+        reward_range=(-0.1, 1.0),
+        reward_meaning=MathSource.card.reward_meaning,
+        difficulty_knobs=_knob_docs(DEFAULTS),
+        data_source=MathSource.card.data_source,
+        license=MathSource.card.license,
+        example_episode=[
+            {"role": "user", "content": "12+34*56-78="},
+            {"role": "assistant", "content": "1838"},
+        ],
+    )

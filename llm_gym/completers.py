@@ -27,6 +27,10 @@ class TokensWithLogprobs:
     stop_reason: StopReason = "stop"
 
     def __post_init__(self) -> None:
+        if isinstance(self.tokens, (str, bytes, bytearray)):
+            raise TypeError(
+                f"TokensWithLogprobs.tokens must be a list of token ids, got {type(self.tokens).__name__}"
+            )
         if self.maybe_logprobs is not None and len(self.maybe_logprobs) != len(self.tokens):
             raise ValueError(
                 f"TokensWithLogprobs: {len(self.tokens)} tokens but {len(self.maybe_logprobs)} "
@@ -41,7 +45,10 @@ class TokensWithLogprobs:
 
 
 class TokenCompleter(ABC):
-    """A policy over tokens: `await policy(model_input, stop, max_tokens=...)`."""
+    """A policy over tokens: `await policy(model_input, stop, max_tokens=...)`.
+
+    Rollouts pass `max_tokens=` only when a limit asks for one, so a completer written for the
+    cookbook (`__call__(self, model_input, stop)`) works unchanged."""
 
     @abstractmethod
     async def __call__(

@@ -3,13 +3,61 @@
 Tinker's `ModelInput` is a list of chunks (text tokens, images). llm-gym is text-only, so a
 `ModelInput` is an immutable tuple of token ids that still answers to the cookbook's names
 (`from_ints`, `to_ints`, `length`, `empty`, `append`, `append_int`, `chunks`), so environment code
-written for the cookbook keeps working after an import switch.
+written for the cookbook keeps working after an import switch. Ids are validated once, at
+construction (non-negative integers; `str`/`bytes`/floats are rejected with a `TypeError`), so
+everything downstream can trust them.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
+
+
+def as_token_ids(tokens: object, *, what: str = "token ids") -> tuple[int, ...]:
+    """Validate `tokens` (an iterable of non-negative ints, numpy ints or a 1-D integer array) and
+    return them as a tuple of Python ints.
+
+    Raises `TypeError` for text (`str`/`bytes`: encode it with a tokenizer first), non-iterables and
+    non-integer elements (floats, strings), and `ValueError` for negative ids.
+    """
+    if isinstance(tokens, (str, bytes, bytearray)):
+        raise TypeError(
+            f"{what} must be a sequence of ints, got {type(tokens).__name__} {tokens[:20]!r}; "
+            "encode text with a tokenizer first (tokenizer.encode(text))"
+        )
+    if not isinstance(tokens, (list, tuple)):
+        tolist = getattr(tokens, "tolist", None)  # numpy arrays: C-speed conversion
+        if tolist is not None and getattr(tokens, "ndim", None) == 1:
+            tokens = tolist()
+        else:
+            try:
+                tokens = list(tokens)  # type: ignore[call-overload]
+            except TypeError:
+                raise TypeError(
+                    f"{what} must be a sequence of ints, got {type(tokens).__name__} {tokens!r}"
+                ) from None
+    # `set(map(type, ...))` runs in C, so the common all-int case costs no Python per token.
+    kinds = set(map(type, tokens))
+    if kinds <= {int}:
+        ids = tuple(tokens)
+    else:
+        bad = next((t for t in tokens if type(t) is bool or not _is_index(t)), None)
+        if bad is not None:
+            raise TypeError(f"{what} must be ints, got {type(bad).__name__} {bad!r}")
+        ids = tuple(map(operator.index, tokens))  # numpy integer scalars
+    if ids and min(ids) < 0:
+        raise ValueError(f"{what} must be non-negative, got {min(ids)}")
+    return ids
+
+
+def _is_index(x: object) -> bool:
+    try:
+        operator.index(x)  # type: ignore[arg-type]
+    except TypeError:
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -27,13 +75,21 @@ class ModelInput:
     """An immutable sequence of token ids.
 
     Build with `ModelInput.from_ints(tokens=[...])`, read back with `to_ints()`; `length` is a
-    property, as in the cookbook. Equality and hashing are by token ids.
+    property, as in the cookbook. Equality and hashing are by token ids. Construction rejects text,
+    non-integer and negative ids (`TypeError` / `ValueError`).
     """
 
     __slots__ = ("_tokens",)
 
     def __init__(self, tokens: Iterable[int] = ()) -> None:
-        self._tokens: tuple[int, ...] = tuple(int(t) for t in tokens)
+        self._tokens: tuple[int, ...] = as_token_ids(tokens, what="ModelInput tokens")
+
+    @classmethod
+    def _trusted(cls, tokens: tuple[int, ...]) -> "ModelInput":
+        # Internal: tokens already validated (concatenations of validated inputs).
+        obj = object.__new__(cls)
+        obj._tokens = tokens
+        return obj
 
     @classmethod
     def from_ints(cls, tokens: Iterable[int]) -> "ModelInput":
@@ -61,15 +117,12 @@ class ModelInput:
     def append(self, chunk: EncodedTextChunk | "ModelInput" | Sequence[int]) -> "ModelInput":
         """Return a new ModelInput with `chunk` (a chunk, a ModelInput or token ids) appended."""
         if isinstance(chunk, ModelInput):
-            extra: Sequence[int] = chunk._tokens
-        elif isinstance(chunk, EncodedTextChunk):
-            extra = chunk.tokens
-        else:
-            extra = chunk
-        return ModelInput(self._tokens + tuple(int(t) for t in extra))
+            return ModelInput._trusted(self._tokens + chunk._tokens)
+        extra = chunk.tokens if isinstance(chunk, EncodedTextChunk) else chunk
+        return ModelInput._trusted(self._tokens + as_token_ids(extra, what="appended tokens"))
 
     def append_int(self, token: int) -> "ModelInput":
-        return ModelInput(self._tokens + (int(token),))
+        return ModelInput._trusted(self._tokens + as_token_ids((token,), what="appended token"))
 
     def __len__(self) -> int:
         return len(self._tokens)

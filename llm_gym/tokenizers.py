@@ -14,6 +14,8 @@ import functools
 import os
 from typing import Any, Iterable, Sequence
 
+from llm_gym.model_input import as_token_ids
+
 BYTE_TOKENIZER_NAME = "llm-gym/byte"
 _BYTE_ALIASES = {"byte", "bytes", BYTE_TOKENIZER_NAME}
 
@@ -99,36 +101,38 @@ class ByteTokenizer:
         return {"input_ids": ids, "attention_mask": [1] * len(ids)}
 
     def check_ids(self, ids: Iterable[int]) -> None:
-        """Raise `InvalidTokenError` naming the first id outside 0..vocab_size-1."""
+        """Raise `InvalidTokenError` naming the first id outside 0..vocab_size-1 (and `TypeError`
+        for text or non-integer ids)."""
+        ids = _checked_ids(ids, "ByteTokenizer token ids")
         limit = self.vocab_size
-        for i in ids:
-            if not (0 <= i < limit):
-                raise InvalidTokenError(
-                    f"token id {i} is outside the byte tokenizer's vocabulary (0..{limit - 1})"
-                )
+        if ids and max(ids) >= limit:
+            bad = next(i for i in ids if i >= limit)
+            raise InvalidTokenError(
+                f"token id {bad} is outside the byte tokenizer's vocabulary (0..{limit - 1})"
+            )
 
     def decode(
         self, ids: Sequence[int], skip_special_tokens: bool = False, errors: str = "replace"
     ) -> str:
         """Decode ids to text. Invalid UTF-8 becomes U+FFFD (`errors="replace"`, the default);
-        ids outside the vocabulary raise `InvalidTokenError`."""
-        ids = [int(i) for i in ids]
-        if all(0 <= i < self.NUM_BYTES for i in ids):
+        ids outside the vocabulary raise `InvalidTokenError`; text or non-integer ids raise
+        `TypeError`."""
+        ids = _checked_ids(ids, "ByteTokenizer.decode ids")
+        if not ids or max(ids) < self.NUM_BYTES:  # the common case: one C call
             return bytes(ids).decode("utf-8", errors=errors)
         self.check_ids(ids)
         parts: list[str] = []
-        run: list[int] = []
-        for i in ids:
+        start = 0
+        for pos, i in enumerate(ids):
             if i < self.NUM_BYTES:
-                run.append(i)
                 continue
-            if run:
-                parts.append(bytes(run).decode("utf-8", errors=errors))
-                run = []
+            if start < pos:
+                parts.append(bytes(ids[start:pos]).decode("utf-8", errors=errors))
             if not skip_special_tokens:
                 parts.append(self._id_to_special[i])
-        if run:
-            parts.append(bytes(run).decode("utf-8", errors=errors))
+            start = pos + 1
+        if start < len(ids):
+            parts.append(bytes(ids[start:]).decode("utf-8", errors=errors))
         return "".join(parts)
 
     def convert_tokens_to_ids(self, tokens: str | Sequence[str]) -> int | list[int]:
@@ -145,12 +149,12 @@ class ByteTokenizer:
         raise KeyError(f"{token!r} is not a single byte or a special token of the byte tokenizer")
 
     def convert_ids_to_tokens(self, ids: int | Sequence[int]) -> str | list[str]:
-        if isinstance(ids, int):
+        if isinstance(ids, int) and not isinstance(ids, bool):
             return self._id_to_token(ids)
-        return [self._id_to_token(i) for i in ids]
+        return [self._id_to_token(i) for i in as_token_ids(ids)]
 
     def _id_to_token(self, i: int) -> str:
-        self.check_ids([i])
+        self.check_ids((i,))
         if i in self._id_to_special:
             return self._id_to_special[i]
         return bytes([i]).decode("latin-1")
@@ -163,6 +167,13 @@ class ByteTokenizer:
 
     def __hash__(self) -> int:
         return hash(ByteTokenizer)
+
+
+def _checked_ids(ids: Any, what: str) -> tuple[int, ...]:
+    try:
+        return as_token_ids(ids, what=what)
+    except ValueError as exc:  # a negative id is an invalid token like any other
+        raise InvalidTokenError(str(exc)) from None
 
 
 def vocab_size_of(tokenizer: Any) -> int:
@@ -214,11 +225,22 @@ def _load_hf_tokenizer(name_or_path: str) -> Any:
             f"loading tokenizer {name_or_path!r} needs `transformers`: pip install 'llm-gym[train]' "
             "(or pip install transformers), or use the built-in tokenizer='byte'"
         ) from exc
+    if os.path.isdir(name_or_path):
+        try:
+            return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
+        except Exception as exc:
+            raise OSError(
+                f"could not load a tokenizer from the local directory {name_or_path!r} "
+                f"({type(exc).__name__}: {exc}); it should hold tokenizer.json or the files "
+                "`tokenizer.save_pretrained(dir)` writes"
+            ) from exc
     try:
+        # local_files_only: never touch the network, so a missing tokenizer fails at once
+        # instead of hanging on an unreachable hub.
         return AutoTokenizer.from_pretrained(name_or_path, local_files_only=True)
     except Exception as exc:
         raise OSError(
             f"tokenizer {name_or_path!r} is neither a local directory nor in the local Hugging Face "
             "cache, and llm-gym never downloads at run time. Download it once on a connected machine "
-            f"(`huggingface-cli download {name_or_path}`), pass a local path, or use tokenizer='byte'."
+            f"(`hf download {name_or_path}`), pass a local path, or use tokenizer='byte'."
         ) from exc

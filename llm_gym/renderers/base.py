@@ -8,6 +8,7 @@ and builds supervised examples with per-token loss weights for SFT.
 from __future__ import annotations
 
 import enum
+import operator
 from abc import ABC, abstractmethod
 from typing import Any, Sequence, TypedDict
 
@@ -35,25 +36,46 @@ def get_text_content(message: Message | dict) -> str:
 
 
 def ensure_text(content: Any) -> str:
-    """Return `content` if it is text; raise a TypeError naming what it was otherwise."""
+    """Return `content` as text: a str as is, a list of parts only if every part is text
+    (`{"type": "text", "text": ...}` or a str). Anything else (images, other objects) raises."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return get_text_content({"content": content})
-    raise TypeError(f"expected text content, got {type(content).__name__}")
+        texts = []
+        for part in content:
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type", "text") == "text" and "text" in part:
+                texts.append(part["text"])
+            else:
+                raise ValueError(f"expected text-only content, got a non-text part {part!r:.80}")
+        return "".join(texts)
+    raise TypeError(f"expected text content (str or list of text parts), got {type(content).__name__}")
 
 
-class ParseTermination(enum.Enum):
-    """How a sampled response ended. Truthy when the response parsed cleanly, so cookbook code
-    written as `message, ok = renderer.parse_response(tokens)` keeps working."""
+class ParseTermination(str, enum.Enum):
+    """How a sampled response ended. Truthy when the response parsed cleanly (`is_clean`), so
+    cookbook code written as `message, ok = renderer.parse_response(tokens)` keeps working; it also
+    compares equal to its string value ("stop_sequence", "eos", ...), like the cookbook's StrEnum."""
 
-    STOP_SEQUENCE = "stop_sequence"  # ended on one of the renderer's stop sequences
-    EOS = "eos"  # ended on the tokenizer's end-of-sequence token
+    STOP_SEQUENCE = "stop_sequence"  # ended on one of the renderer's stop sequences (end of turn)
+    EOS = "eos"  # ended on the tokenizer's end-of-sequence token (and it is not the end of turn)
     LENGTH = "length"  # no stop: ran out of tokens (truncated)
     MALFORMED = "malformed"  # invalid token ids or otherwise unparseable
 
-    def __bool__(self) -> bool:
+    @property
+    def is_clean(self) -> bool:
         return self in (ParseTermination.STOP_SEQUENCE, ParseTermination.EOS)
+
+    @property
+    def is_stop_sequence(self) -> bool:
+        return self is ParseTermination.STOP_SEQUENCE
+
+    def __bool__(self) -> bool:
+        return self.is_clean
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class TrainOnWhat(str, enum.Enum):
@@ -67,6 +89,26 @@ def validate_messages(messages: Sequence[Message]) -> None:
     for i, m in enumerate(messages):
         if not isinstance(m, dict) or "role" not in m or "content" not in m:
             raise ValueError(f"message {i} must be a dict with 'role' and 'content', got {m!r}")
+        if not isinstance(m["role"], str):
+            raise TypeError(f"message {i}: role must be a str, got {type(m['role']).__name__}")
+        if not isinstance(m["content"], (str, list)):
+            raise TypeError(
+                f"message {i}: content must be a str (or a list of text parts), got "
+                f"{type(m['content']).__name__}"
+            )
+
+
+def first_index(tokens: list[int], stops: Sequence[int]) -> tuple[int, int | None]:
+    """(position, stop id) of the first occurrence of any id in `stops`, or (len, None).
+    One C-level `list.index` scan per stop id, no Python work per token."""
+    best, which = len(tokens), None
+    for stop in stops:
+        try:
+            pos = tokens.index(stop, 0, best)
+        except ValueError:
+            continue
+        best, which = pos, stop
+    return best, which
 
 
 class Renderer(ABC):
@@ -98,10 +140,34 @@ class Renderer(ABC):
 
     # --- shared helpers ---------------------------------------------------------------------
     def _split_valid(self, tokens: Sequence[int]) -> tuple[list[int], bool]:
-        """Drop ids outside the vocabulary; report whether any were dropped."""
+        """Drop ids outside the vocabulary (and non-integers); report whether any were dropped.
+
+        Sampled tokens are nearly always valid, so that case costs a few C-level passes and no
+        Python work per token."""
+        if isinstance(tokens, (str, bytes, bytearray)):
+            raise TypeError(
+                f"parse_response expects sampled token ids, got {type(tokens).__name__}; "
+                "pass the list of ints the policy sampled"
+            )
+        if not isinstance(tokens, list):
+            tolist = getattr(tokens, "tolist", None)
+            tokens = tolist() if tolist is not None and getattr(tokens, "ndim", None) == 1 else list(tokens)
         limit = self._vocab_size
-        valid = [int(t) for t in tokens if isinstance(t, (int,)) or hasattr(t, "__index__")]
-        valid = [t for t in valid if 0 <= t < limit]
+        if set(map(type, tokens)) <= {int}:
+            if not tokens or (min(tokens) >= 0 and max(tokens) < limit):
+                return tokens, False
+            valid = [t for t in tokens if 0 <= t < limit]
+            return valid, True
+        valid = []
+        for t in tokens:
+            if type(t) is bool:
+                continue
+            try:
+                i = operator.index(t)
+            except TypeError:
+                continue
+            if 0 <= i < limit:
+                valid.append(i)
         return valid, len(valid) != len(tokens)
 
     def _decode(self, tokens: Sequence[int]) -> str:

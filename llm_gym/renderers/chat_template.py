@@ -3,11 +3,15 @@
 Prompts are exactly `tokenizer.apply_chat_template(messages, add_generation_prompt=True)`; a
 supervised example is the full conversation's template tokens, with loss weights found by rendering
 growing prefixes of the conversation (so weights line up with the template's own tokens, whatever
-the template does). Sampling stops on EOS and on the end-of-turn token the template emits.
+the template does): an assistant turn is trained from the end of the generation prompt that precedes
+it up to and including its end-of-turn token (the template's text after that token, such as a
+newline, is not trained, because sampling stops at the end-of-turn token). Sampling stops on EOS
+and on the end-of-turn token the template emits.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Sequence
 
 from llm_gym.model_input import ModelInput
@@ -16,41 +20,81 @@ from llm_gym.renderers.base import (
     ParseTermination,
     Renderer,
     TrainOnWhat,
+    first_index,
     validate_messages,
 )
 
+logger = logging.getLogger(__name__)
+
+END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eot|>")
+
 
 def _as_ids(out: Any) -> list[int]:
-    # transformers >= 5 may return a BatchEncoding from apply_chat_template(tokenize=True).
+    # transformers >= 5 returns a BatchEncoding from apply_chat_template(tokenize=True).
     if isinstance(out, dict) or hasattr(out, "input_ids"):
         out = out["input_ids"]
+    if out and isinstance(out[0], list):  # a batch of one
+        out = out[0]
     return [int(t) for t in out]
 
 
+def _common_prefix_len(a: list[int], b: list[int]) -> int:
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class ChatTemplateRenderer(Renderer):
-    def __init__(self, tokenizer: Any, stop_tokens: Sequence[str] | None = None) -> None:
+    """Renderer over `tokenizer.apply_chat_template`. `stop_tokens` names the end-of-turn tokens
+    (default: the usual ones that exist in the vocabulary); `chat_template_kwargs` are passed to
+    every `apply_chat_template` call (e.g. `{"enable_thinking": False}`)."""
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        stop_tokens: Sequence[str] | None = None,
+        chat_template_kwargs: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(tokenizer)
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has no chat_template; "
                 "use renderer='role_colon' for base models"
             )
-        stops: list[int] = []
-        if tokenizer.eos_token_id is not None:
-            stops.append(int(tokenizer.eos_token_id))
-        candidates = list(stop_tokens or ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"))
-        vocab = tokenizer.get_vocab()
-        for tok in candidates:
-            if tok in vocab and vocab[tok] not in stops:
-                stops.append(int(vocab[tok]))
-        self._stops = stops
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        unk = getattr(tokenizer, "unk_token_id", None)
+        turn_ends: list[int] = []
+        for tok in stop_tokens or END_OF_TURN_TOKENS:
+            tid = tokenizer.convert_tokens_to_ids(tok)
+            if tid is None or tid == unk or tokenizer.convert_ids_to_tokens(int(tid)) != tok:
+                if stop_tokens is not None:
+                    raise ValueError(f"stop token {tok!r} is not in the tokenizer's vocabulary")
+                continue
+            if int(tid) not in turn_ends:
+                turn_ends.append(int(tid))
+        self._turn_ends = turn_ends
+        eos = getattr(tokenizer, "eos_token_id", None)
+        self._eos = None if eos is None else int(eos)
+        self._stops = turn_ends + ([self._eos] if self._eos is not None and self._eos not in turn_ends else [])
+        if not self._stops:
+            raise ValueError(
+                f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has neither an EOS "
+                "token nor a known end-of-turn token; pass stop_tokens=[...]"
+            )
 
     def _template(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
+        if not messages and not add_generation_prompt:
+            return []
         return _as_ids(
             self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages],
                 add_generation_prompt=add_generation_prompt,
                 tokenize=True,
+                **self.chat_template_kwargs,
             )
         )
 
@@ -62,7 +106,7 @@ class ChatTemplateRenderer(Renderer):
             raise ValueError("ChatTemplateRenderer only prompts for role='assistant'")
         tokens = self._template(messages, add_generation_prompt=True)
         if prefill:
-            tokens += self.tokenizer.encode(prefill, add_special_tokens=False)
+            tokens += list(self.tokenizer.encode(prefill, add_special_tokens=False))
         return ModelInput.from_ints(tokens)
 
     def get_stop_sequences(self) -> list[int]:
@@ -70,13 +114,14 @@ class ChatTemplateRenderer(Renderer):
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
         valid, had_invalid = self._split_valid(tokens)
-        termination = ParseTermination.LENGTH
-        eos = self.tokenizer.eos_token_id
-        for i, t in enumerate(valid):
-            if t in self._stops:
-                termination = ParseTermination.EOS if t == eos else ParseTermination.STOP_SEQUENCE
-                valid = valid[:i]
-                break
+        cut, which = first_index(valid, self._stops)
+        if which is None:
+            termination = ParseTermination.LENGTH
+        else:
+            valid = valid[:cut]
+            termination = (
+                ParseTermination.STOP_SEQUENCE if which in self._turn_ends else ParseTermination.EOS
+            )
         if had_invalid:
             termination = ParseTermination.MALFORMED
         text = self.tokenizer.decode(valid, skip_special_tokens=True)
@@ -98,8 +143,22 @@ class ChatTemplateRenderer(Renderer):
                 continue
             if train_on_what == TrainOnWhat.LAST_ASSISTANT_MESSAGE and i != last_assistant:
                 continue
-            start = len(self._template(messages[:i], add_generation_prompt=True))
-            end = len(self._template(messages[: i + 1], add_generation_prompt=False))
-            for j in range(start, min(end, len(full))):
+            prompt = self._template(messages[:i], add_generation_prompt=True)
+            through = self._template(messages[: i + 1], add_generation_prompt=False)
+            start = _common_prefix_len(prompt, full)
+            end = _common_prefix_len(through, full)
+            if start != len(prompt) or end != len(through):
+                # The template rewrites earlier turns (e.g. drops reasoning from history), so the
+                # turn's tokens cannot be located exactly; train on what follows the shared prefix.
+                logger.warning(
+                    "chat template of %r is not prefix-stable at message %d; loss weights are "
+                    "approximate", getattr(self.tokenizer, "name_or_path", "?"), i,
+                )
+                end = len(through) if end == len(through) else len(full)
+            # Stop at the turn's end-of-turn token: the sampler never produces what follows it.
+            stop_at, which = first_index(full[start:end], self._stops)
+            if which is not None:
+                end = start + stop_at + 1
+            for j in range(start, end):
                 weights[j] = 1.0
         return ModelInput.from_ints(full), weights

@@ -15,7 +15,8 @@ from llm_gym.renderers.base import (
     ParseTermination,
     Renderer,
     TrainOnWhat,
-    get_text_content,
+    first_index,
+    ensure_text,
     validate_messages,
 )
 
@@ -39,7 +40,7 @@ class ChatMLRenderer(Renderer):
 
     def _turn(self, message: Message) -> tuple[list[int], list[int]]:
         """(header tokens, body tokens incl. <|im_end|>) for one message; newline after is extra."""
-        body = self.tokenizer.encode(get_text_content(message), add_special_tokens=False)
+        body = self.tokenizer.encode(ensure_text(message["content"]), add_special_tokens=False)
         return self._turn_header(message["role"]), body + [self.im_end]
 
     def build_generation_prompt(
@@ -63,14 +64,15 @@ class ChatMLRenderer(Renderer):
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
         valid, had_invalid = self._split_valid(tokens)
-        termination = ParseTermination.LENGTH
-        for i, t in enumerate(valid):
-            if t == self.im_end:
-                valid, termination = valid[:i], ParseTermination.STOP_SEQUENCE
-                break
-            if t == self.eos:
-                valid, termination = valid[:i], ParseTermination.EOS
-                break
+        stops = [self.im_end] if self.eos is None else [self.im_end, self.eos]
+        cut, which = first_index(valid, stops)
+        if which is None:
+            termination = ParseTermination.LENGTH
+        else:
+            valid = valid[:cut]
+            termination = (
+                ParseTermination.STOP_SEQUENCE if which == self.im_end else ParseTermination.EOS
+            )
         if had_invalid:
             termination = ParseTermination.MALFORMED
         text = self.tokenizer.decode(valid, skip_special_tokens=True)

@@ -1,7 +1,10 @@
 """Role-colon renderer for base models: "User: ...\n\nAssistant: ..." with a text stop sequence.
 
 Base models have no chat tokens, so turns are plain text and sampling stops on the string
-"\n\nUser:" (a `list[str]` stop condition) or on EOS.
+"\n\nUser:" (a `list[str]` stop condition) or on EOS. Each turn is encoded as two pieces, the
+role header ("User:") and the body (" content\n\n"), and pieces are concatenated as token lists, so
+the generation prompt for a conversation is always a token prefix of the supervised example that
+continues it, whatever the tokenizer's merges.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from llm_gym.renderers.base import (
     ParseTermination,
     Renderer,
     TrainOnWhat,
-    get_text_content,
+    ensure_text,
     validate_messages,
 )
 
@@ -26,19 +29,27 @@ class RoleColonRenderer(Renderer):
         super().__init__(tokenizer)
         self.eos = getattr(tokenizer, "eos_token_id", None)
 
-    @staticmethod
-    def _turn_text(message: Message) -> tuple[str, str]:
-        return f"{message['role'].capitalize()}: ", get_text_content(message) + "\n\n"
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def _header(self, role: str) -> list[int]:
+        return self._encode(f"{role.capitalize()}:")
+
+    def _body(self, message: Message) -> list[int]:
+        # The end of a turn is the blank line; the next header's "User:" completes STOP_TEXT.
+        return self._encode(" " + ensure_text(message["content"]) + "\n\n")
 
     def build_generation_prompt(
         self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None
     ) -> ModelInput:
         validate_messages(messages)
-        text = "".join(h + b for h, b in map(self._turn_text, messages))
-        text += f"{role.capitalize()}:"
+        tokens: list[int] = []
+        for m in messages:
+            tokens += self._header(m["role"]) + self._body(m)
+        tokens += self._header(role)
         if prefill:
-            text += " " + prefill
-        return ModelInput.from_ints(self.tokenizer.encode(text, add_special_tokens=False))
+            tokens += self._encode(" " + prefill)
+        return ModelInput.from_ints(tokens)
 
     def get_stop_sequences(self) -> list[str]:
         return [STOP_TEXT]
@@ -46,9 +57,13 @@ class RoleColonRenderer(Renderer):
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
         valid, had_invalid = self._split_valid(tokens)
         termination = ParseTermination.LENGTH
-        if self.eos is not None and self.eos in valid:
-            valid = valid[: valid.index(self.eos)]
-            termination = ParseTermination.EOS
+        if self.eos is not None:
+            try:
+                cut = valid.index(self.eos)
+            except ValueError:
+                pass
+            else:
+                valid, termination = valid[:cut], ParseTermination.EOS
         text = self.tokenizer.decode(valid, skip_special_tokens=True)
         cut = text.find(STOP_TEXT)
         if cut >= 0:
@@ -69,14 +84,10 @@ class RoleColonRenderer(Renderer):
         tokens: list[int] = []
         weights: list[float] = []
         for i, m in enumerate(messages):
-            header, body = self._turn_text(m)
             trained = m["role"] == "assistant" and (
                 train_on_what == TrainOnWhat.ALL_ASSISTANT_MESSAGES or i == last_assistant
             )
-            # The assistant header ends "Assistant:" and the body starts with " " so that the
-            # prompt built by build_generation_prompt is a token prefix of the example.
-            h = self.tokenizer.encode(header[:-1], add_special_tokens=False)
-            b = self.tokenizer.encode(" " + body, add_special_tokens=False)
-            tokens += h + b
-            weights += [0.0] * len(h) + [float(trained)] * len(b)
+            header, body = self._header(m["role"]), self._body(m)
+            tokens += header + body
+            weights += [0.0] * len(header) + [float(trained)] * len(body)
         return ModelInput.from_ints(tokens), weights

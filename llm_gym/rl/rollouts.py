@@ -3,7 +3,7 @@ under a `RolloutStrategy`, then group rewards).
 
 Per-rollout `RolloutLimits` (turns, trajectory tokens, wall-clock seconds) end a runaway episode
 with a `Trajectory.stop_reason` instead of letting it hang; `cleanup()` of the group builder is
-always awaited, also when rollouts fail.
+always awaited, also when rollouts fail or the group is skipped.
 """
 
 from __future__ import annotations
@@ -14,10 +14,15 @@ import time
 from dataclasses import dataclass
 
 from llm_gym.completers import TokenCompleter
+from llm_gym.model_input import ModelInput
 from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy
 from llm_gym.rl.types import Env, EnvGroupBuilder, Trajectory, TrajectoryGroup, Transition
 
 logger = logging.getLogger(__name__)
+
+STOP_MAX_TURNS = "max_turns"
+STOP_MAX_TOKENS = "max_tokens"
+STOP_TIMEOUT = "timeout"
 
 
 @dataclass(frozen=True)
@@ -26,8 +31,11 @@ class RolloutLimits:
 
     - `max_turns`: policy calls per episode; stop reason "max_turns".
     - `max_trajectory_tokens`: observation + sampled tokens of the latest turn (the context the
-      policy sees); stop reason "max_tokens".
-    - `timeout_s`: wall-clock seconds for the whole episode; stop reason "timeout".
+      policy sees). The policy is asked for at most the room left (`max_tokens=`), and an
+      observation that leaves no room ends the episode; stop reason "max_tokens".
+    - `timeout_s`: wall-clock seconds for the whole episode (policy calls and env steps); stop
+      reason "timeout". The unfinished turn is dropped; earlier transitions are kept.
+    - `max_tokens_per_turn`: `max_tokens=` for every policy call.
     """
 
     max_turns: int | None = None
@@ -38,8 +46,24 @@ class RolloutLimits:
     def __post_init__(self) -> None:
         for name in ("max_turns", "max_trajectory_tokens", "timeout_s", "max_tokens_per_turn"):
             value = getattr(self, name)
-            if value is not None and value <= 0:
+            if value is not None and (isinstance(value, bool) or value <= 0):
                 raise ValueError(f"RolloutLimits.{name} must be positive or None, got {value!r}")
+
+
+class _DeadlineReached(Exception):
+    """The episode's own `timeout_s` ran out (as opposed to a TimeoutError raised by the policy
+    or env, which propagates like any error)."""
+
+
+def _check_observation(ob: object, where: str) -> ModelInput:
+    if isinstance(ob, ModelInput):
+        return ob
+    if hasattr(ob, "to_ints") and hasattr(ob, "length"):
+        return ModelInput.from_ints(ob.to_ints())  # a duck-typed ModelInput
+    raise TypeError(
+        f"{where} must return a ModelInput observation, got {type(ob).__name__}; "
+        "wrap token ids with ModelInput.from_ints(tokens)"
+    )
 
 
 async def do_single_rollout(
@@ -47,7 +71,10 @@ async def do_single_rollout(
 ) -> Trajectory:
     """Run one episode to its end (or to a limit) and return its `Trajectory`.
 
-    Exceptions from the policy or the env propagate (strategies decide what to do with them).
+    The policy is called as `policy(ob, stop)` — with `max_tokens=` added only when a limit sets
+    one, so cookbook-style completers without that keyword work. Exceptions from the policy or the
+    env propagate (strategies decide what to do with them); so does a wrong return type, as a
+    TypeError that names the culprit.
     """
     limits = limits or RolloutLimits()
     deadline = None if limits.timeout_s is None else time.monotonic() + limits.timeout_s
@@ -59,43 +86,68 @@ async def do_single_rollout(
         if remaining <= 0:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()
-            raise asyncio.TimeoutError
-        return await asyncio.wait_for(awaitable, remaining)
+            raise _DeadlineReached
+        try:
+            return await asyncio.wait_for(awaitable, remaining)
+        except TimeoutError:
+            if time.monotonic() >= deadline:
+                raise _DeadlineReached from None
+            raise
 
     transitions: list[Transition] = []
     try:
-        ob, stop = await bounded(env.initial_observation())
-    except asyncio.TimeoutError:
-        from llm_gym.model_input import ModelInput
-
-        return Trajectory([], ModelInput.empty(), stop_reason="timeout")
+        first = await bounded(env.initial_observation())
+    except _DeadlineReached:
+        return Trajectory([], ModelInput.empty(), stop_reason=STOP_TIMEOUT)
+    try:
+        ob, stop = first
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"{type(env).__name__}.initial_observation() must return (observation, stop_condition), "
+            f"got {type(first).__name__}"
+        ) from None
+    ob = _check_observation(ob, f"{type(env).__name__}.initial_observation()")
     while True:
         if limits.max_turns is not None and len(transitions) >= limits.max_turns:
-            return Trajectory(transitions, ob, stop_reason="max_turns")
+            return Trajectory(transitions, ob, stop_reason=STOP_MAX_TURNS)
         max_tokens = limits.max_tokens_per_turn
         if limits.max_trajectory_tokens is not None:
             room = limits.max_trajectory_tokens - ob.length
             if room <= 0:
-                return Trajectory(transitions, ob, stop_reason="max_tokens")
+                return Trajectory(transitions, ob, stop_reason=STOP_MAX_TOKENS)
             max_tokens = room if max_tokens is None else min(max_tokens, room)
         try:
-            ac = await bounded(policy(ob, stop, max_tokens=max_tokens))
+            if max_tokens is None:
+                ac = await bounded(policy(ob, stop))
+            else:
+                ac = await bounded(policy(ob, stop, max_tokens=max_tokens))
+            if not hasattr(ac, "tokens"):
+                raise TypeError(
+                    f"the policy must return TokensWithLogprobs, got {type(ac).__name__}"
+                )
             result = await bounded(env.step(ac.tokens))
-        except asyncio.TimeoutError:
-            return Trajectory(transitions, ob, stop_reason="timeout")
+        except _DeadlineReached:
+            return Trajectory(transitions, ob, stop_reason=STOP_TIMEOUT)
+        if not (hasattr(result, "reward") and hasattr(result, "episode_done")):
+            raise TypeError(f"{type(env).__name__}.step() must return a StepResult, got "
+                            f"{type(result).__name__}")
         transitions.append(
             Transition(
                 ob=ob,
                 ac=ac,
                 reward=float(result.reward),
-                episode_done=result.episode_done,
+                episode_done=bool(result.episode_done),
                 metrics=dict(result.metrics),
                 logs=dict(result.logs),
             )
         )
+        if result.episode_done and result.next_observation is None:
+            next_ob = ModelInput.empty()
+        else:
+            next_ob = _check_observation(result.next_observation, f"{type(env).__name__}.step()")
         if result.episode_done:
-            return Trajectory(transitions, result.next_observation, stop_reason=None)
-        ob, stop = result.next_observation, result.next_stop_condition
+            return Trajectory(transitions, next_ob, stop_reason=None)
+        ob, stop = next_ob, result.next_stop_condition
 
 
 async def do_group_rollout(
@@ -107,31 +159,36 @@ async def do_group_rollout(
 ) -> TrajectoryGroup | None:
     """Roll out a whole group and compute its group rewards.
 
-    Returns the `TrajectoryGroup`, or `None` when a strategy that catches group errors
-    (`RetryOnFailure`, `MinViableGroup`) gave up on it. With `FailFast` errors propagate.
+    Returns the `TrajectoryGroup` (with any retried errors in `rollout_errors`), or `None` when a
+    strategy that catches group errors (`RetryOnFailure`, `MinViableGroup`) gave up on it, or when
+    `make_envs`/`compute_group_rewards` raised under such a strategy. With `FailFast` (the
+    default) errors propagate. `env_group_builder.cleanup()` is awaited in every case.
     """
     strategy = strategy or FailFast()
     try:
         try:
-            result = await strategy.execute(env_group_builder, policy, limits)
-            rewards_and_metrics = await env_group_builder.compute_group_rewards(
-                result.trajectories, result.envs
+            if limits is None:
+                result = await strategy.execute(env_group_builder, policy)
+            else:
+                result = await strategy.execute(env_group_builder, policy, limits=limits)
+            rewards_and_metrics = list(
+                await env_group_builder.compute_group_rewards(result.trajectories, result.envs)
             )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             if not strategy.catches_group_errors:
                 raise
-            logger.warning("skipping group (%s): %s: %s", env_group_builder.logging_tags(),
+            logger.warning("skipping group %s: %s: %s", env_group_builder.logging_tags(),
                            type(exc).__name__, exc)
             return None
-        if len(rewards_and_metrics) != len(result.trajectories):
+        if len(rewards_and_metrics) != len(result.trajectories):  # a builder bug: never skipped
             raise ValueError(
                 f"{type(env_group_builder).__name__}.compute_group_rewards returned "
                 f"{len(rewards_and_metrics)} rewards for {len(result.trajectories)} trajectories"
             )
         final_rewards = [float(r) for r, _ in rewards_and_metrics]
         metrics = [dict(m) for _, m in rewards_and_metrics]
-        return TrajectoryGroup(result.trajectories, final_rewards, metrics, list(result.errors))
+        return TrajectoryGroup(list(result.trajectories), final_rewards, metrics, list(result.errors))
     finally:
         await env_group_builder.cleanup()

@@ -1,0 +1,65 @@
+"""The `llm-gym` command: a thin, torch-free dispatcher to subcommands.
+
+Each subcommand is a string `"module:function"` in `COMMANDS`, imported only when it runs, so
+`llm-gym --help` (and `import llm_gym.cli`) never imports torch or transformers. A subcommand
+function takes the remaining argv list and returns an exit code. Adding one (e.g. `export`) is one
+line in `COMMANDS`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from typing import Callable, Sequence
+
+COMMANDS: dict[str, str] = {
+    "train": "trainers.cli_train:train_main",
+    "plot": "trainers.cli_train:plot_main",
+}
+
+SUMMARIES: dict[str, str] = {
+    "train": "SFT warm start + GRPO on an llm/ environment (no arguments: tiny model, llm/Math-v0)",
+    "plot": "write a PNG reward/accuracy curve of a run: llm-gym plot RUN_DIR",
+}
+
+
+def _usage() -> str:
+    width = max(map(len, COMMANDS))
+    lines = ["usage: llm-gym <command> [options]", "", "commands:"]
+    for name in COMMANDS:
+        lines.append(f"  {name:<{width}}  {SUMMARIES.get(name, '')}")
+    lines.append("")
+    lines.append("`llm-gym <command> --help` shows a command's options.")
+    return "\n".join(lines)
+
+
+def resolve(name: str) -> Callable[[list[str]], int | None]:
+    """Import and return the function behind subcommand `name`."""
+    module_name, _, func_name = COMMANDS[name].partition(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(_usage())
+        return 0
+    if args[0] in ("-V", "--version"):
+        from llm_gym import __version__
+
+        print(f"llm-gym {__version__}")
+        return 0
+    name, rest = args[0], args[1:]
+    if name not in COMMANDS:
+        import difflib
+
+        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        print(f"llm-gym: unknown command {name!r}.{hint}\n\n{_usage()}", file=sys.stderr)
+        return 2
+    result = resolve(name)(rest)
+    return int(result or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,158 @@
+"""`llm-gym train` and `llm-gym plot`: the command-line face of the GRPO trainer.
+
+`train` builds a `GRPOConfig` from defaults, then `--config FILE.yaml|json`, then flags (each
+`GRPOConfig` field is a flag: `group_size` -> `--group-size`; booleans also have `--no-...`), and
+runs `trainers.grpo.train`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
+`runs/<name>/summary.json`. `plot RUN_DIR` writes `RUN_DIR/train_curve.png` (or `--out`).
+Configuration errors print one line saying what to change and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from trainers.grpo.config import ConfigError, GRPOConfig, field_docs, load_config_file
+
+_JSON_FIELDS = {"env_kwargs"}
+_OPTIONAL_TYPES = {"max_turns": int, "run_name": str, "advantage_scale": str,
+                   "clip_eps_high": float, "wandb_project": str}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="llm-gym train",
+        description="SFT warm start + GRPO on an llm-gym environment. Flags override --config.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        argument_default=argparse.SUPPRESS,
+    )
+    parser.add_argument("--config", help="YAML or JSON file of config keys (flags override it)")
+    parser.add_argument("--no-sft", action="store_const", const=0, dest="sft_steps",
+                        help="skip the SFT warm start (same as --sft-steps 0)")
+    docs = field_docs()
+    for f in dataclasses.fields(GRPOConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = GRPOConfig().__getattribute__(f.name)
+        help_text = docs.get(f.name, "") + f" (default: {default!r})"
+        help_text = help_text.replace("%", "%%")
+        if f.name in _JSON_FIELDS:
+            parser.add_argument(flag, type=_json_dict, help=help_text + " [JSON]")
+        elif isinstance(default, bool):
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, help=help_text)
+        elif isinstance(default, tuple):
+            parser.add_argument(flag, type=float, nargs=len(default), help=help_text)
+        elif default is None:
+            parser.add_argument(flag, type=_OPTIONAL_TYPES.get(f.name, str), help=help_text)
+        else:
+            parser.add_argument(flag, type=type(default), help=help_text)
+    return parser
+
+
+def _json_dict(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc}); e.g. '{{\"digits\": 2}}'")
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("must be a JSON object, e.g. '{\"digits\": 2}'")
+    return value
+
+
+def config_from_args(argv: Sequence[str]) -> GRPOConfig:
+    """Defaults < --config file < flags."""
+    ns = vars(build_parser().parse_args(list(argv)))
+    values: dict[str, Any] = {}
+    if "config" in ns:
+        values.update(load_config_file(ns.pop("config")))
+    values.update(ns)
+    return GRPOConfig.from_dict(values)
+
+
+def train_main(argv: Sequence[str]) -> int:
+    try:
+        cfg = config_from_args(argv)
+        cfg.validate()
+    except ConfigError as exc:
+        print(f"llm-gym train: {exc}", file=sys.stderr)
+        return 2
+    from trainers.grpo.trainer import train
+
+    try:
+        summary = train(cfg)
+    except (ConfigError, ValueError) as exc:
+        if "vocab" in str(exc) or isinstance(exc, ConfigError):
+            print(f"llm-gym train: {exc}", file=sys.stderr)
+            return 2
+        raise
+    keys = ("eval_before_sft", "eval_before_rl", "eval_after_rl", "steps", "wall_seconds")
+    print(json.dumps({k: summary[k] for k in keys if k in summary}))
+    print(f"summary: {cfg.run_dir / 'summary.json'}")
+    return 0
+
+
+def plot_main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="llm-gym plot",
+                                     description="Plot a run's training reward and eval accuracy.")
+    parser.add_argument("run_dir", help="a run directory written by `llm-gym train`")
+    parser.add_argument("--out", help="PNG path (default: RUN_DIR/train_curve.png)")
+    args = parser.parse_args(list(argv))
+    try:
+        out = plot_run(args.run_dir, args.out)
+    except FileNotFoundError as exc:
+        print(f"llm-gym plot: {exc}", file=sys.stderr)
+        return 2
+    print(out)
+    return 0
+
+
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
+    """Training reward/accuracy per step and held-out accuracy at each evaluation, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from trainers.grpo.logging import read_metrics
+
+    records = read_metrics(run_dir)
+    train = [r for r in records if "reward" in r]
+    evals = [r for r in records if r.get("eval/accuracy") is not None]
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    if train:
+        steps = [r["step"] for r in train]
+        ax.plot(steps, [r["reward"] for r in train], alpha=0.35, label="train reward")
+        ax.plot(steps, _smooth([r["correct"] for r in train]), label="train accuracy (smoothed)")
+    if evals:
+        ax.plot([r["step"] for r in evals], [r["eval/accuracy"] for r in evals], "o-",
+                color="black", label="held-out accuracy (greedy)")
+    summary_path = Path(run_dir) / "summary.json"
+    title = Path(run_dir).name
+    if summary_path.exists():
+        s = json.loads(summary_path.read_text())
+        title += f" — {s.get('env', '')}, {s.get('eval_before_rl', float('nan')):.2f} → " \
+                 f"{s.get('eval_after_rl', float('nan')):.2f}"
+    ax.set(xlabel="RL step", ylabel="reward / accuracy", title=title, ylim=(-0.15, 1.02))
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    out = Path(out) if out else Path(run_dir) / "train_curve.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def _smooth(values: list[float], k: int = 5) -> list[float]:
+    out = []
+    for i in range(len(values)):
+        window = values[max(0, i - k + 1): i + 1]
+        out.append(sum(window) / len(window))
+    return out
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(train_main(sys.argv[1:]))

@@ -1,0 +1,457 @@
+"""The GRPO training loop: rollouts through `llm_gym`, group-centred advantages, a policy loss.
+
+One step, top to bottom (DESIGN.md, "Data flow of one training step"):
+
+1. `dataset.get_batch(step)` gives this step's `EnvGroupBuilder`s (each rank takes its share);
+2. every group is rolled out *concurrently* (`asyncio.gather` over `do_group_rollout`) against
+   one `HFSampler`, which gathers the concurrent calls into batched generation;
+3. `compute_advantages` centres returns within each group, `assemble_training_data` turns the
+   trajectories into `Datum`s (sampled tokens mask 1, env/prompt tokens mask 0);
+4. micro-batches of datums go through forward/backward with gradient accumulation; the sampling
+   logprobs stored in the datums are the old policy's, so an on-policy step needs one forward only;
+5. clip, optimizer step, scheduler step; log, evaluate, checkpoint.
+
+`accelerate` places the model and runs data parallelism (DDP, gloo on CPU); the loss weights are
+normalised over the *global* batch, so 1 process or N, one micro-batch or many, the gradient is
+the same. `train(cfg)` returns the run summary also written to `<run_dir>/summary.json`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import json
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from llm_gym.rl import (
+    Datum,
+    RLDataset,
+    TrajectoryGroup,
+    assemble_training_data,
+    compute_advantages,
+    do_group_rollout,
+    remove_constant_reward_groups,
+)
+from llm_gym.rl.rollouts import RolloutLimits
+from trainers._trl_compat import (
+    entropy_from_logits,
+    pad,
+    selective_log_softmax,
+    unwrap_model_for_generation,
+)
+from trainers.grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainers.grpo.config import ConfigError, GRPOConfig
+from trainers.grpo.logging import MetricsLogger
+from trainers.grpo.losses import LossParams, policy_loss, token_weights
+
+EVAL_SEED = 1234  # evaluations of every run (any --seed) use the same held-out problems
+
+
+# ------------------------------------------------------------------------------------------------
+# Rollouts and evaluation
+# ------------------------------------------------------------------------------------------------
+def trajectory_correct(traj) -> float:
+    """1.0 if the episode was solved: the env's `correct` metric when it reports one (the last
+    turn that does), else whether the return was positive."""
+    flags = [t.metrics["correct"] for t in traj.transitions if "correct" in t.metrics]
+    if flags:
+        return float(flags[-1])
+    return float(sum(t.reward for t in traj.transitions) > 0)
+
+
+async def _rollout_groups(builders, policy, limits) -> list[TrajectoryGroup]:
+    groups = await asyncio.gather(*[do_group_rollout(b, policy, limits=limits) for b in builders])
+    return [g for g in groups if g is not None]
+
+
+def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = None) -> list[TrajectoryGroup]:
+    """Roll out all groups concurrently, so the sampler sees them as one batch."""
+    return asyncio.run(_rollout_groups(list(builders), policy, limits))
+
+
+def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    rewards = [r for g in groups for r in g.get_total_rewards()]
+    correct = [trajectory_correct(t) for g in groups for t in g.trajectories_G]
+    n_tokens = [sum(len(tr.ac.tokens) for tr in t.transitions) for g in groups for t in g.trajectories_G]
+    return {
+        "reward_sum": float(sum(rewards)),
+        "correct_sum": float(sum(correct)),
+        "episodes": float(len(rewards)),
+        "sampled_tokens": float(sum(n_tokens)),
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Data -> tensors
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class MicroBatch:
+    input_ids: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]
+    target_tokens: torch.Tensor  # [B, T]
+    sampling_logp: torch.Tensor  # [B, T]
+    advantages: torch.Tensor  # [B, T]
+    mask: torch.Tensor  # [B, T], 1 on sampled tokens only
+
+
+def collate(data: Sequence[Datum], pad_token_id: int, device: torch.device) -> MicroBatch:
+    """Right-pad datums into one micro-batch (TRL's `pad`); padding gets mask 0."""
+    def field(key: str, dtype) -> torch.Tensor:
+        return pad([torch.as_tensor(d.loss_fn_inputs[key], dtype=dtype) for d in data], 0).to(device)
+
+    ids = [torch.tensor(d.model_input.to_ints(), dtype=torch.long) for d in data]
+    return MicroBatch(
+        input_ids=pad(ids, pad_token_id).to(device),
+        attention_mask=pad([torch.ones_like(x) for x in ids], 0).to(device),
+        target_tokens=field("target_tokens", torch.long),
+        sampling_logp=field("logprobs", torch.float32),
+        advantages=field("advantages", torch.float32),
+        mask=field("mask", torch.float32),
+    )
+
+
+def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(log p(target) [B, T], logits [B, T, V] in float32). Logits are divided by the sampling
+    temperature, as the sampler did, so the ratio p/q compares the same distributions."""
+    logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits.float()
+    return selective_log_softmax(logits, mb.target_tokens, temperature=temperature), logits
+
+
+# ------------------------------------------------------------------------------------------------
+# One optimizer step's forward/backward over micro-batches
+# ------------------------------------------------------------------------------------------------
+def forward_backward(
+    model,
+    data: Sequence[Datum],
+    cfg: GRPOConfig,
+    accelerator,
+    pad_token_id: int,
+    ref_model=None,
+) -> dict[str, float]:
+    """Accumulate the gradient of this rank's share of the batch loss; return metrics.
+
+    Every rank runs the same number of micro-batches (an empty one does a zero-loss forward) so
+    DDP's gradient all-reduce always pairs up.
+    """
+    device = accelerator.device
+    world = accelerator.num_processes
+    params = LossParams(cfg.clip_eps_low, cfg.clip_eps_upper, cfg.dro_beta)
+    local = torch.tensor(
+        [len(data), float(sum(d.loss_fn_inputs["mask"].sum() for d in data)),
+         math.ceil(len(data) / cfg.micro_batch_size)], device=device, dtype=torch.float64)
+    counts = accelerator.reduce(local.clone(), reduction="sum")
+    n_micro = int(accelerator.reduce(local[2:].clone(), reduction="max").item()) if world > 1 else int(local[2])
+    num_seqs, num_tokens = float(counts[0]), float(counts[1])
+
+    sums = {k: torch.zeros((), device=device) for k in
+            ("loss", "entropy_sum", "clip_frac_sum", "sampler_kl_sum", "kl_sum", "tokens")}
+    for i in range(max(n_micro, 1)):
+        chunk = data[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size]
+        last = i == max(n_micro, 1) - 1
+        sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
+        with sync, accelerator.autocast():
+            if not chunk:  # this rank ran out of data: join the all-reduce with a zero gradient
+                dummy = torch.full((1, 1), pad_token_id, dtype=torch.long, device=device)
+                loss = model(input_ids=dummy).logits.sum() * 0.0
+                accelerator.backward(loss)
+                continue
+            mb = collate(chunk, pad_token_id, device)
+            logp, logits = token_logprobs(model, mb, cfg.temperature)
+            ref_logp = None
+            if ref_model is not None:
+                with torch.no_grad():
+                    ref_logp, _ = token_logprobs(ref_model, mb, cfg.temperature)
+            weights = token_weights(mb.mask, cfg.loss_reduction, num_seqs, num_tokens, world)
+            loss, stats = policy_loss(cfg.loss, logp, mb.sampling_logp, mb.advantages, mb.mask,
+                                      weights, params, ref_logp, cfg.kl_beta)
+            accelerator.backward(loss)
+        with torch.no_grad():
+            sel = mb.mask.bool()
+            sums["entropy_sum"] += entropy_from_logits(logits.detach()[sel] / cfg.temperature).sum()
+            sums["loss"] += loss.detach() / world
+            sums["tokens"] += mb.mask.sum()
+            for k, v in stats.items():
+                sums[k] += v
+    packed = accelerator.reduce(torch.stack(list(sums.values())), reduction="sum")
+    out = dict(zip(sums, packed.tolist()))  # the step's single host sync
+    tokens = max(out["tokens"], 1.0)
+    return {
+        "loss": out["loss"],
+        "entropy": out["entropy_sum"] / tokens,
+        "clip_frac": out["clip_frac_sum"] / tokens,
+        "sampler_kl": out["sampler_kl_sum"] / tokens,
+        "kl": out["kl_sum"] / tokens,
+        "trained_tokens": out["tokens"],
+        "datums": num_seqs,
+    }
+
+
+# ------------------------------------------------------------------------------------------------
+# Setup helpers
+# ------------------------------------------------------------------------------------------------
+def make_dataset(cfg: GRPOConfig, split: str, batch_size: int, group_size: int, seed: int) -> RLDataset:
+    from llm_gym import GymRLDataset
+
+    return GymRLDataset(cfg.env, batch_size=batch_size, group_size=group_size, seed=seed,
+                        split=split, **cfg.env_kwargs)
+
+
+def env_tokenizer_and_stops(cfg: GRPOConfig) -> tuple[Any, list[int]]:
+    """The env's tokenizer (byte by default) and its renderer's stop token ids."""
+    from llm_gym import get_renderer, load_tokenizer
+
+    tok = load_tokenizer(cfg.env_kwargs.get("tokenizer"))
+    renderer = get_renderer(cfg.env_kwargs.get("renderer"), tok)
+    stops = [s for s in renderer.get_stop_sequences() if isinstance(s, int)]
+    if tok.eos_token_id is not None and tok.eos_token_id not in stops:
+        stops.append(int(tok.eos_token_id))
+    return tok, stops
+
+
+def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: float,
+                 seed: int, max_batch_size: int):
+    if cfg.sampler == "vllm":
+        from trainers.grpo.vllm_backend import VLLMServerSampler
+
+        return VLLMServerSampler()
+    from trainers.sampler import HFSampler
+
+    return HFSampler(model, temperature=temperature, max_tokens=cfg.max_tokens,
+                     stop_token_ids=stop_ids, pad_token_id=pad_id,
+                     max_batch_size=max_batch_size, device=device, seed=seed)
+
+
+def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None) -> dict[str, float]:
+    """Greedy accuracy and mean reward on `n_problems` held-out (`split="test"`) problems; ranks
+    split the problems and the counts are summed."""
+    n = n_problems or cfg.eval_problems
+    builders = list(make_dataset(cfg, "test", n, 1, EVAL_SEED).get_batch(0))
+    builders = builders[accelerator.process_index::accelerator.num_processes]
+    with unwrap_model_for_generation(model, accelerator) as policy_model:
+        was_training = policy_model.training
+        policy_model.eval()
+        sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id, 0.0,
+                               EVAL_SEED, max(len(builders), 1))
+        groups = rollout_groups(builders, sampler, RolloutLimits(max_turns=cfg.max_turns))
+        policy_model.train(was_training)
+    s = group_stats(groups)
+    t = accelerator.reduce(torch.tensor([s["correct_sum"], s["reward_sum"], s["episodes"]],
+                                        device=accelerator.device, dtype=torch.float64), "sum")
+    correct, reward, episodes = t.tolist()
+    return {"accuracy": correct / max(episodes, 1), "reward": reward / max(episodes, 1),
+            "problems": int(episodes)}
+
+
+def lr_lambda(cfg: GRPOConfig):
+    def f(step: int) -> float:
+        if cfg.warmup_steps and step < cfg.warmup_steps:
+            return (step + 1) / cfg.warmup_steps
+        progress = (step - cfg.warmup_steps) / max(cfg.steps - cfg.warmup_steps, 1)
+        if cfg.lr_schedule == "linear":
+            return max(0.0, 1.0 - progress)
+        if cfg.lr_schedule == "cosine":
+            return 0.5 * (1.0 + math.cos(math.pi * min(progress, 1.0)))
+        return 1.0
+    return f
+
+
+def step_seed(seed: int, step: int, rank: int) -> int:
+    """The sampler seed of one (run seed, step, rank): resuming at a step reproduces its samples
+    without saving sampler state."""
+    return (seed * 1_000_003 + step * 7_919 + rank * 104_729) % 2**31
+
+
+def seed_everything(seed: int) -> None:
+    # Library code may still touch global RNGs (dropout, HF init); seed them too.
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def make_accelerator(cfg: GRPOConfig):
+    from accelerate import Accelerator
+
+    cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("device='cuda' but torch sees no CUDA GPU; use --device cpu or auto")
+    return Accelerator(cpu=cpu, mixed_precision="bf16" if cfg.bf16 else "no")
+
+
+# ------------------------------------------------------------------------------------------------
+# The run
+# ------------------------------------------------------------------------------------------------
+def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
+    """Run SFT warm start (optional) + GRPO as configured; return (and write) the summary."""
+    t_start = time.monotonic()
+    cfg.validate(check_env=dataset is None)
+    accelerator = make_accelerator(cfg)
+    is_main = accelerator.is_main_process
+    run_dir = cfg.run_dir
+    seed_everything(cfg.seed + accelerator.process_index)
+
+    # --- model, tokenizer, reference ---------------------------------------------------------
+    from trainers.models import check_vocab_compat, load_policy, resolve_model
+
+    env_tok, stop_ids = env_tokenizer_and_stops(cfg)
+    model_path = resolve_model(cfg.model, seed=cfg.seed) if cfg.model == "tiny" else resolve_model(cfg.model)
+    model, _hf_tok = load_policy(model_path, device=accelerator.device,
+                                 dtype=torch.float32)
+    check_vocab_compat(model, env_tok)
+    pad_id = int(getattr(env_tok, "pad_token_id", None) or 0)
+
+    ckpt = latest_checkpoint(run_dir) if cfg.resume else None
+    if cfg.resume and ckpt is None and is_main:
+        print(f"--resume: no checkpoint under {run_dir}/checkpoints; starting fresh")
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+    setup_seconds = time.monotonic() - t_start
+
+    # --- SFT warm start (skipped when resuming: the checkpoint already holds the weights) -----
+    summary: dict[str, Any] = {"env": cfg.env, "model": cfg.model, "loss": cfg.loss, "seed": cfg.seed}
+    if ckpt is None:
+        if cfg.sft_steps > 0:
+            summary["eval_before_sft"] = evaluate(cfg, model, accelerator, stop_ids, pad_id)["accuracy"]
+            summary.update(run_sft(cfg, model, env_tok, accelerator))
+        summary["eval_before_rl"] = evaluate(cfg, model, accelerator, stop_ids, pad_id)["accuracy"]
+
+    if cfg.lora_r > 0:
+        model = wrap_lora(model, cfg)
+    ref_model = None
+    if cfg.kl_beta > 0:
+        ref_model = copy.deepcopy(model).eval().requires_grad_(False)
+
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
+                                  weight_decay=cfg.weight_decay)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
+    start_step = 0
+    if ckpt is not None:
+        state = load_checkpoint(ckpt, model, optimizer, scheduler)
+        start_step = int(state["extra"]["next_data_index"])
+        summary.update(state["extra"].get("summary", {}))
+        if ref_model is not None and "ref_model" in state["extra"]:
+            ref_model.load_state_dict(state["extra"]["ref_model"])
+        if is_main:
+            print(f"resumed from {ckpt} at step {start_step}")
+    model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
+    dataset = dataset or make_dataset(cfg, "train", cfg.groups_per_batch, cfg.group_size, cfg.seed)
+    logger = MetricsLogger(run_dir, enabled=is_main, tensorboard=cfg.tensorboard,
+                           wandb_project=cfg.wandb_project, config=cfg.to_dict(),
+                           resume_step=start_step if ckpt is not None else None)
+    if ckpt is None and "eval_before_rl" in summary:
+        logger.log(0, {"eval/accuracy": summary["eval_before_rl"]})
+
+    # --- RL ---------------------------------------------------------------------------------
+    from tqdm.auto import tqdm
+
+    bar = tqdm(range(start_step, cfg.steps), initial=start_step, total=cfg.steps,
+               disable=not (is_main and cfg.progress), desc="GRPO", dynamic_ncols=True)
+    limits = RolloutLimits(max_turns=cfg.max_turns)
+    t_rl = time.monotonic()
+    step_metrics: dict[str, Any] = {}
+    for step in bar:
+        t0 = time.monotonic()
+        # 1. rollouts: all of this rank's groups at once, so the sampler batches them
+        builders = list(dataset.get_batch(step))[accelerator.process_index::accelerator.num_processes]
+        with unwrap_model_for_generation(model, accelerator) as policy_model:
+            sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id,
+                                   cfg.temperature,
+                                   seed=step_seed(cfg.seed, step, accelerator.process_index),
+                                   max_batch_size=max(len(builders) * cfg.group_size, 1))
+            groups = rollout_groups(builders, sampler, limits)
+        t_sample = time.monotonic() - t0
+        stats = group_stats(groups)
+
+        # 2. advantages and datums
+        if cfg.remove_constant_reward_groups:
+            groups = remove_constant_reward_groups(groups)
+        advantages = compute_advantages(groups, cfg.loss, cfg.advantage_scale)
+        data, _ = assemble_training_data(groups, advantages)
+
+        # 3. forward/backward over micro-batches, then one optimizer step
+        fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
+        grad_norm = accelerator.clip_grad_norm_(
+            model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+
+        # 4. metrics
+        totals = accelerator.reduce(torch.tensor(
+            [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"]],
+            dtype=torch.float64, device=accelerator.device), "sum").tolist()
+        step_seconds = time.monotonic() - t0
+        step_metrics = {
+            "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
+            **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
+            "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
+            "sample_seconds": t_sample, "step_seconds": step_seconds,
+        }
+        done = step + 1
+        if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
+            ev = evaluate(cfg, model, accelerator, stop_ids, pad_id)
+            step_metrics.update({"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
+        logger.log(done, step_metrics)
+        bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
+                        loss=f"{fb['loss']:.3f}")
+        if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
+            _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary)
+    bar.close()
+
+    # --- final eval, checkpoint, summary ------------------------------------------------------
+    ev = evaluate(cfg, model, accelerator, stop_ids, pad_id)
+    summary.update({
+        "eval_after_rl": ev["accuracy"], "eval_after_rl_reward": ev["reward"],
+        "eval_problems": ev["problems"], "steps": cfg.steps,
+        "rl_seconds": time.monotonic() - t_rl, "setup_seconds": setup_seconds,
+        "final_train_reward": step_metrics.get("reward"),
+    })
+    logger.log(cfg.steps, {"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
+    _save(cfg, accelerator, model, optimizer, scheduler, ref_model, cfg.steps, summary)
+    summary["wall_seconds"] = time.monotonic() - t_start - setup_seconds
+    if is_main:
+        (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    logger.close()
+    accelerator.wait_for_everyone()
+    return summary
+
+
+def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summary) -> None:
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        extra = {"next_data_index": step, "summary": dict(summary)}
+        if ref_model is not None:
+            extra["ref_model"] = ref_model.state_dict()
+        save_checkpoint(cfg.run_dir, step, accelerator.unwrap_model(model), optimizer, scheduler, extra)
+    accelerator.wait_for_everyone()
+
+
+def run_sft(cfg: GRPOConfig, model, env_tok, accelerator) -> dict[str, Any]:
+    """Cold start: 4a's `sft_warm_start` on reference responses from the train split, stopped
+    early once validation accuracy is inside `cfg.sft_target_band`."""
+    from trainers.sft import sft_warm_start
+
+    result = sft_warm_start(
+        model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, max_steps=cfg.sft_steps,
+        lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, target_band=cfg.sft_target_band,
+        seed=cfg.seed, device=accelerator.device,
+    )
+    return {"sft": result if isinstance(result, dict) else getattr(result, "__dict__", str(result))}
+
+
+def wrap_lora(model, cfg: GRPOConfig):
+    """PEFT LoRA adapters on every linear layer; only the adapters train."""
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
+                      lora_dropout=0.0, bias="none")
+    return get_peft_model(model, lora)

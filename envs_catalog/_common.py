@@ -22,10 +22,15 @@ from llm_gym.renderers.role_colon import STOP_TEXT as ROLE_COLON_STOP_TEXT
 TEST_SPLIT_MODULUS = 10  # 1 task in 10 (by hash) is held out for split="test"
 
 
+def hash_key(key: str) -> int:
+    """A stable 32-bit hash of `key` (CRC-32; Python's `hash` is salted per process)."""
+    return zlib.crc32(key.encode("utf-8"))
+
+
 def split_of(key: str) -> str:
     """"test" for about one key in ten, else "train"; a pure function of `key` (CRC-32), so
     the two splits are disjoint and stable across processes and Python versions."""
-    return "test" if zlib.crc32(key.encode("utf-8")) % TEST_SPLIT_MODULUS == 0 else "train"
+    return "test" if hash_key(key) % TEST_SPLIT_MODULUS == 0 else "train"
 
 
 def child_seed(rng: np.random.Generator) -> int:

@@ -1,0 +1,169 @@
+"""Guess-the-number (`llm/GuessNumber-v0`): a multi-turn game with "higher"/"lower" feedback.
+
+The env draws a secret integer in [1, max_number]; each turn the model replies with a guess and the
+env answers "Higher." or "Lower." until the guess is right or `max_turns` guesses are used.
+
+Rewards (per step; an episode's return is their sum):
+
+- a correct guess: +1.0, episode ends (no discount for the number of turns, so the return of a
+  solved episode without invalid turns is exactly 1; the `turns` metric records speed);
+- a valid wrong guess: 0.0;
+- an invalid turn (no single whole number, a number outside [1, max_number], a truncated
+  response): `-invalid_penalty` (default 0.1), and the turn counts against `max_turns`; the env
+  replies with the rules again;
+- out-of-vocabulary token ids (a malformed action): `-invalid_penalty` and the episode ends,
+  since such tokens cannot be extended into a valid next observation.
+
+So the return lies in [-invalid_penalty * max_turns, 1]. Observations have the prefix property
+(`envs_catalog._common.TurnContinuation`). Held-out split: secrets are ranked by a hash of
+(max_number, secret); the first tenth (at least one) form split="test", the rest "train".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from envs_catalog._common import TurnContinuation, check_float, check_int, hash_key
+from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import extract_single_integer
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers import Message, ParseTermination, Renderer
+from llm_gym.rl.types import Action, ActionExtra, Env, Observation, StepResult, StopCondition
+
+DEFAULTS: dict[str, Any] = {"max_number": 20, "max_turns": 8, "invalid_penalty": 0.1}
+
+
+def held_out_secrets(max_number: int, split: str) -> list[int]:
+    """The secrets of `split`: secrets ranked by a hash of (max_number, secret); the first tenth
+    (at least one) are "test", the rest "train". Disjoint, deterministic, never empty."""
+    ranked = sorted(range(1, max_number + 1), key=lambda s: hash_key(f"guess:{max_number}:{s}"))
+    n_test = max(1, max_number // 10)
+    return sorted(ranked[:n_test] if split == "test" else ranked[n_test:])
+
+
+def intro_text(max_number: int, max_turns: int) -> str:
+    return (
+        f"Guess my number from 1 to {max_number}. After each guess I say Higher or Lower. "
+        f"You have {max_turns} guesses. Reply with just the number."
+    )
+
+
+class GuessNumberEnv(Env):
+    """One game against a fixed secret. Step metrics: `invalid` (this turn); on the last step
+    also `solved`, `turns`, `invalid_turns`."""
+
+    def __init__(
+        self, renderer: Renderer, secret: int, *, max_number: int, max_turns: int,
+        invalid_penalty: float, continuation: TurnContinuation | None = None,
+    ) -> None:
+        self.renderer = renderer
+        self.secret = secret
+        self.max_number = max_number
+        self.max_turns = max_turns
+        self.invalid_penalty = invalid_penalty
+        self.continuation = continuation or TurnContinuation(renderer)
+        self._ob: ModelInput | None = None
+        self._turns = 0
+        self._invalid_turns = 0
+        self._done = False
+
+    @property
+    def stop_condition(self) -> StopCondition:
+        return self.renderer.get_stop_sequences()
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
+        self._ob = self.continuation.first([intro])
+        return self._ob, self.stop_condition
+
+    def _finish(self, reward: float, solved: bool, metrics: dict, logs: dict) -> StepResult:
+        self._done = True
+        metrics.update(solved=float(solved), turns=self._turns, invalid_turns=self._invalid_turns)
+        return StepResult(reward, True, ModelInput.empty(), self.stop_condition, metrics, logs)
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        if self._ob is None or self._done:
+            raise RuntimeError("GuessNumberEnv: call initial_observation() first; envs are single-use")
+        self._turns += 1
+        message, termination = self.renderer.parse_response(action)
+        text = str(message.get("content", ""))
+        guess, status = extract_single_integer(text) if termination else (None, termination.value)
+        logs = {"response": text, "secret": self.secret, "guess_status": str(getattr(status, "value", status))}
+        valid = guess is not None and 1 <= guess <= self.max_number
+        metrics: dict[str, float | int] = {"invalid": float(not valid)}
+        if termination is ParseTermination.MALFORMED:
+            self._invalid_turns += 1
+            return self._finish(-self.invalid_penalty, False, metrics, logs)
+        if not valid:
+            self._invalid_turns += 1
+            reward = -self.invalid_penalty
+            feedback = f"Invalid. Reply with one whole number from 1 to {self.max_number}."
+        elif guess == self.secret:
+            return self._finish(1.0, True, metrics, logs)
+        else:
+            reward = 0.0
+            feedback = "Higher." if guess < self.secret else "Lower."
+        if self._turns >= self.max_turns:
+            return self._finish(reward, False, metrics, logs)
+        self._ob = self.continuation.next(self._ob, action, feedback)
+        return StepResult(reward, False, self._ob, self.stop_condition, metrics, logs)
+
+
+class GuessNumberSource(EnvSource):
+    """Secrets for `llm/GuessNumber-v0`; knobs in `DEFAULTS` (see the card)."""
+
+    card = EnvCard(
+        id="llm/GuessNumber-v0",
+        family="games",
+        description=(
+            "Multi-turn number guessing: the env picks a secret from 1 to max_number, the model "
+            "guesses, the env answers 'Higher.' or 'Lower.'; binary search always wins within "
+            "ceil(log2(max_number+1)) guesses. Each observation extends the previous one plus the "
+            "sampled tokens (prefix property), so a whole game is one training datum."
+        ),
+        multi_turn=True,
+        reward_range=(-0.8, 1.0),
+        reward_meaning=(
+            "Episode return: +1 for guessing the secret (any turn), 0 for running out of turns, "
+            "minus invalid_penalty (0.1) for each invalid turn (no single whole number in range, "
+            "or a truncated response); out-of-vocabulary tokens end the game with that penalty. "
+            "Range [-invalid_penalty*max_turns, 1]."
+        ),
+        difficulty_knobs={
+            "max_number": "the secret is drawn from 1..max_number, 4-10000 (default 20)",
+            "max_turns": "guesses allowed, 1-100 (default 8)",
+            "invalid_penalty": "reward for an invalid turn is minus this, 0-1 (default 0.1)",
+        },
+        data_source="generated on the fly from the seed (no dataset)",
+        license="Apache-2.0 (generated data)",
+        example_episode=[
+            {"role": "user", "content": intro_text(20, 8)},
+            {"role": "assistant", "content": "10"},
+            {"role": "user", "content": "Higher."},
+            {"role": "assistant", "content": "15"},
+            {"role": "user", "content": "Lower."},
+            {"role": "assistant", "content": "13"},
+        ],
+    )
+
+    def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
+        own = {k: knobs.pop(k, v) for k, v in DEFAULTS.items()}
+        super().__init__(renderer=renderer, split=split, **knobs)
+        self.max_number = check_int("max_number", own["max_number"], 4, 10_000)
+        self.max_turns = check_int("max_turns", own["max_turns"], 1, 100)
+        self.invalid_penalty = check_float("invalid_penalty", own["invalid_penalty"], 0.0, 1.0)
+        self.continuation = TurnContinuation(renderer)
+        self._secrets = np.array(held_out_secrets(self.max_number, split), dtype=np.int64)
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return (-self.invalid_penalty * self.max_turns, 1.0)
+
+    def make_env(self, rng: np.random.Generator) -> GuessNumberEnv:
+        secret = int(self._secrets[rng.integers(len(self._secrets))])
+        return GuessNumberEnv(
+            self.renderer, secret, max_number=self.max_number, max_turns=self.max_turns,
+            invalid_penalty=self.invalid_penalty, continuation=self.continuation,
+        )

@@ -1,0 +1,395 @@
+"""Tic-tac-toe (`llm/TicTacToe-v0`) against a scripted opponent, and a self-play group builder.
+
+Board rendering (shown in every prompt): three rows of cells separated by "|"; a free cell shows
+its number, a taken one its mark. After X in the centre and O in the corner:
+
+    O|2|3
+    4|X|6
+    7|8|9
+
+The model moves by replying with the number of a free cell (a bare "5", "Answer: 5" or a sentence
+with exactly one number all work). X always moves first; the model is X when it moves first.
+
+Single-agent rewards (`TicTacToeSource`), given on the last step, all other steps 0:
+win +1, draw 0, loss -1. An illegal move (no single number, a number outside 1-9, an occupied
+cell, a truncated response or out-of-vocabulary ids) scores -1 and ends the game (`illegal_move`
+metric), i.e. it counts as a loss. The opponent is "random" (uniform over free cells) or
+"optimal" (minimax over the full game tree, cached; ties broken at random), and draws its moves
+from a generator seeded from the source's `rng`, so the same seed replays the same game.
+
+Self-play (`TicTacToeSelfPlayGroupBuilder`): each pair of envs in a group are the X and O players
+of one shared game. A player's env waits (asyncio) for the opponent's move inside
+`initial_observation` / `step`, so `llm_gym.rl.do_group_rollout` with any `TokenCompleter` plays
+the game to the end as long as the two rollouts run concurrently (every strategy in
+`llm_gym.rl.rollout_strategy` does). Step rewards are 0; `compute_group_rewards` settles the game:
+winner +1, loser -1, draw 0 (an illegal move loses). If the other player stops moving for
+`move_timeout_s` (e.g. its rollout hit a `RolloutLimits` cap), the game is abandoned: both 0.
+
+Held-out split: there is no dataset; split="test" draws the opponent's seeds from a disjoint
+stream (odd seeds, train even), so evaluation games are different random games, not different
+rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from envs_catalog._common import TurnContinuation, check_choice, check_float, child_seed
+from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import extract_single_integer
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers import Message, ParseTermination, Renderer
+from llm_gym.rl.types import (
+    Action, ActionExtra, Env, EnvGroupBuilder, Metrics, Observation, StepResult, StopCondition,
+    Trajectory,
+)
+
+LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
+EMPTY_BOARD = " " * 9
+OPPONENTS = ("random", "optimal")
+DEFAULTS: dict[str, Any] = {"opponent": "random", "agent_first": "random"}
+
+
+# --- rules ---------------------------------------------------------------------------------
+def winner(board: str) -> str | None:
+    """"X" or "O" if that mark has three in a line, else None."""
+    for a, b, c in LINES:
+        if board[a] != " " and board[a] == board[b] == board[c]:
+            return board[a]
+    return None
+
+
+def free_cells(board: str) -> list[int]:
+    """Free cells as 1-based numbers."""
+    return [i + 1 for i, c in enumerate(board) if c == " "]
+
+
+def play(board: str, cell: int, mark: str) -> str:
+    i = cell - 1
+    return board[:i] + mark + board[i + 1:]
+
+
+def render_board(board: str) -> str:
+    return "\n".join(
+        "|".join(board[r * 3 + k] if board[r * 3 + k] != " " else str(r * 3 + k + 1) for k in range(3))
+        for r in range(3)
+    )
+
+
+def other(mark: str) -> str:
+    return "O" if mark == "X" else "X"
+
+
+@functools.cache
+def _value(board: str, mark: str) -> int:
+    """Game value for `mark`, who is to move: +1 win, 0 draw, -1 loss under perfect play."""
+    if winner(board) is not None:
+        return -1  # the previous mover won
+    cells = free_cells(board)
+    if not cells:
+        return 0
+    return max(-_value(play(board, c, mark), other(mark)) for c in cells)
+
+
+@functools.cache
+def optimal_moves(board: str, mark: str) -> tuple[int, ...]:
+    """All cells that keep the best achievable game value for `mark` (cached minimax)."""
+    cells = free_cells(board)
+    scores = {c: -_value(play(board, c, mark), other(mark)) for c in cells}
+    best = max(scores.values())
+    return tuple(c for c in cells if scores[c] == best)
+
+
+def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[int | None, str, str]:
+    """(cell or None if illegal, reason, response text) for an action on `board`."""
+    message, termination = renderer.parse_response(action)
+    text = str(message.get("content", ""))
+    if not termination:
+        return None, termination.value, text
+    cell, status = extract_single_integer(text)
+    if cell is None:
+        return None, status.value, text
+    if not 1 <= cell <= 9:
+        return None, "out_of_range", text
+    if board[cell - 1] != " ":
+        return None, "occupied", text
+    return cell, "ok", text
+
+
+def _intro(mark: str, board: str, opponent_move: int | None) -> str:
+    lead = f"I played {opponent_move}.\n" if opponent_move is not None else ""
+    return (
+        f"Tic-tac-toe. You are {mark}, I am {other(mark)}. Free cells show their number.\n"
+        f"{lead}{render_board(board)}\nReply with the number of the cell you take."
+    )
+
+
+def _after_opponent(board: str, opponent_move: int) -> str:
+    return f"I played {opponent_move}.\n{render_board(board)}\nYour move."
+
+
+# --- single agent vs a scripted opponent -------------------------------------------------------
+class TicTacToeEnv(Env):
+    """One game vs a scripted opponent. Final-step metrics: `win`, `draw`, `loss`,
+    `illegal_move`, `moves`."""
+
+    def __init__(
+        self, renderer: Renderer, *, agent_first: bool, opponent: str, seed: int,
+        illegal_reward: float = -1.0, continuation: TurnContinuation | None = None,
+    ) -> None:
+        self.renderer = renderer
+        self.agent_mark = "X" if agent_first else "O"
+        self.opponent = opponent
+        self.illegal_reward = illegal_reward
+        self.continuation = continuation or TurnContinuation(renderer)
+        self._rng = random.Random(seed)
+        self.board = EMPTY_BOARD
+        self._ob: ModelInput | None = None
+        self._moves = 0
+        self._done = False
+
+    @property
+    def stop_condition(self) -> StopCondition:
+        return self.renderer.get_stop_sequences()
+
+    def _opponent_move(self) -> int:
+        mark = other(self.agent_mark)
+        cells = optimal_moves(self.board, mark) if self.opponent == "optimal" else free_cells(self.board)
+        cell = cells[self._rng.randrange(len(cells))]
+        self.board = play(self.board, cell, mark)
+        return cell
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        first = self._opponent_move() if self.agent_mark == "O" else None
+        intro = Message(role="user", content=_intro(self.agent_mark, self.board, first))
+        self._ob = self.continuation.first([intro])
+        return self._ob, self.stop_condition
+
+    def _end(self, reward: float, outcome: str, logs: dict) -> StepResult:
+        self._done = True
+        metrics: Metrics = {k: float(outcome == k) for k in ("win", "draw", "loss", "illegal_move")}
+        metrics["moves"] = self._moves
+        logs["board"] = render_board(self.board)
+        return StepResult(reward, True, ModelInput.empty(), self.stop_condition, metrics, logs)
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        if self._ob is None or self._done:
+            raise RuntimeError("TicTacToeEnv: call initial_observation() first; envs are single-use")
+        cell, reason, text = parse_move(self.renderer, action, self.board)
+        logs: dict[str, Any] = {"response": text, "move_status": reason}
+        if cell is None:
+            return self._end(self.illegal_reward, "illegal_move", logs)
+        self._moves += 1
+        self.board = play(self.board, cell, self.agent_mark)
+        if winner(self.board):
+            return self._end(1.0, "win", logs)
+        if not free_cells(self.board):
+            return self._end(0.0, "draw", logs)
+        reply = self._opponent_move()
+        if winner(self.board):
+            return self._end(-1.0, "loss", logs)
+        if not free_cells(self.board):
+            return self._end(0.0, "draw", logs)
+        self._ob = self.continuation.next(self._ob, action, _after_opponent(self.board, reply))
+        return StepResult(0.0, False, self._ob, self.stop_condition, {}, logs)
+
+
+class TicTacToeSource(EnvSource):
+    """Games for `llm/TicTacToe-v0`; knobs `opponent` and `agent_first` (see the card)."""
+
+    card = EnvCard(
+        id="llm/TicTacToe-v0",
+        family="games",
+        description=(
+            "Tic-tac-toe against a scripted opponent (random or minimax-optimal). The board is "
+            "three rows like 'X|2|3' where free cells show their number; the model replies with "
+            "the number of a free cell. Multi-turn with the prefix property. A self-play group "
+            "builder (TicTacToeSelfPlayGroupBuilder) pits two rollouts of the policy against "
+            "each other in one shared game."
+        ),
+        multi_turn=True,
+        reward_range=(-1.0, 1.0),
+        reward_meaning=(
+            "On the last step: win +1, draw 0, loss -1; an illegal or unparseable move scores -1 "
+            "and ends the game. Self-play: group reward winner +1, loser -1, draw 0."
+        ),
+        difficulty_knobs={
+            "opponent": "'random' (uniform legal moves) or 'optimal' (minimax; cannot be beaten) "
+            "(default 'random')",
+            "agent_first": "True (model is X and starts), False (model is O) or 'random' "
+            "(default 'random')",
+            "illegal_reward": "reward of an illegal move, -1..0 (default -1.0)",
+        },
+        data_source="generated on the fly from the seed (no dataset)",
+        license="Apache-2.0 (generated data)",
+        example_episode=[
+            {"role": "user", "content": _intro("X", EMPTY_BOARD, None)},
+            {"role": "assistant", "content": "5"},
+            {"role": "user", "content": _after_opponent(play(play(EMPTY_BOARD, 5, "X"), 1, "O"), 1)},
+            {"role": "assistant", "content": "9"},
+        ],
+    )
+
+    def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
+        own = {k: knobs.pop(k, v) for k, v in {**DEFAULTS, "illegal_reward": -1.0}.items()}
+        super().__init__(renderer=renderer, split=split, **knobs)
+        self.opponent = check_choice("opponent", own["opponent"], OPPONENTS)
+        self.agent_first = check_choice("agent_first", own["agent_first"], (True, False, "random"))
+        self.illegal_reward = check_float("illegal_reward", own["illegal_reward"], -1.0, 0.0)
+        self.continuation = TurnContinuation(renderer)
+
+    def make_env(self, rng: np.random.Generator) -> TicTacToeEnv:
+        agent_first = bool(rng.integers(2)) if self.agent_first == "random" else self.agent_first
+        seed = 2 * (child_seed(rng) // 2) + (self.split == "test")
+        return TicTacToeEnv(
+            self.renderer, agent_first=agent_first, opponent=self.opponent, seed=seed,
+            illegal_reward=self.illegal_reward, continuation=self.continuation,
+        )
+
+    def selfplay_group_builder(self, num_games: int = 1) -> "TicTacToeSelfPlayGroupBuilder":
+        """A self-play group of `num_games` games (2 envs each) with this source's renderer."""
+        return TicTacToeSelfPlayGroupBuilder(self.renderer, num_games=num_games)
+
+
+# --- self-play -------------------------------------------------------------------------------
+class _SharedGame:
+    """State of one game shared by its two player envs; `changed` wakes the waiting player."""
+
+    def __init__(self) -> None:
+        self.board = EMPTY_BOARD
+        self.to_move = "X"
+        self.last_move: int | None = None
+        self.result: str | None = None  # "X", "O" (winner), "draw", "abandoned"
+        self.illegal_by: str | None = None
+        self.changed = asyncio.Condition()
+
+    async def notify(self) -> None:
+        async with self.changed:
+            self.changed.notify_all()
+
+    async def wait_for_turn(self, mark: str, timeout_s: float) -> None:
+        """Return once it is `mark`'s move or the game is over; abandon the game on timeout."""
+        async with self.changed:
+            try:
+                await asyncio.wait_for(
+                    self.changed.wait_for(lambda: self.result is not None or self.to_move == mark),
+                    timeout_s,
+                )
+            except (asyncio.TimeoutError, TimeoutError):
+                if self.result is None:
+                    self.result = "abandoned"
+                self.changed.notify_all()
+
+
+class TicTacToeSelfPlayEnv(Env):
+    """One player (`mark`) of a shared self-play game. Step rewards are 0; see `outcome()`."""
+
+    def __init__(self, renderer: Renderer, game: _SharedGame, mark: str, *,
+                 move_timeout_s: float, continuation: TurnContinuation) -> None:
+        self.renderer = renderer
+        self.game = game
+        self.mark = mark
+        self.move_timeout_s = move_timeout_s
+        self.continuation = continuation
+        self._ob: ModelInput | None = None
+        self._done = False
+
+    @property
+    def stop_condition(self) -> StopCondition:
+        return self.renderer.get_stop_sequences()
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        await self.game.wait_for_turn(self.mark, self.move_timeout_s)
+        if self.game.result is not None:  # the opponent's first move already ended the game
+            text = f"Tic-tac-toe. You are {self.mark}. The game is over. Reply with anything."
+        else:
+            text = _intro(self.mark, self.game.board, self.game.last_move)
+        self._ob = self.continuation.first([Message(role="user", content=text)])
+        return self._ob, self.stop_condition
+
+    def outcome(self) -> tuple[float, Metrics]:
+        """(group reward, metrics) for this player once the game is settled."""
+        result = self.game.result
+        metrics: Metrics = {
+            "win": float(result == self.mark),
+            "loss": float(result == other(self.mark)),
+            "draw": float(result == "draw"),
+            "abandoned": float(result in (None, "abandoned")),
+            "illegal_move": float(self.game.illegal_by == self.mark),
+        }
+        return metrics["win"] - metrics["loss"], metrics
+
+    def _done_result(self, logs: dict) -> StepResult:
+        self._done = True
+        logs["board"] = render_board(self.game.board)
+        return StepResult(0.0, True, ModelInput.empty(), self.stop_condition, {}, logs)
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        if self._ob is None or self._done:
+            raise RuntimeError("TicTacToeSelfPlayEnv: call initial_observation() first; single-use")
+        game = self.game
+        if game.result is not None:
+            return self._done_result({"move_status": "game_over"})
+        cell, reason, text = parse_move(self.renderer, action, game.board)
+        logs: dict[str, Any] = {"response": text, "move_status": reason}
+        if cell is None:
+            game.result, game.illegal_by = other(self.mark), self.mark
+        else:
+            game.board = play(game.board, cell, self.mark)
+            game.last_move = cell
+            if winner(game.board):
+                game.result = self.mark
+            elif not free_cells(game.board):
+                game.result = "draw"
+            else:
+                game.to_move = other(self.mark)
+        await game.notify()
+        if game.result is not None:
+            return self._done_result(logs)
+        await game.wait_for_turn(self.mark, self.move_timeout_s)
+        if game.result is not None:
+            return self._done_result(logs)
+        assert game.last_move is not None
+        self._ob = self.continuation.next(self._ob, action, _after_opponent(game.board, game.last_move))
+        return StepResult(0.0, False, self._ob, self.stop_condition, {}, logs)
+
+
+@dataclass(frozen=True)
+class TicTacToeSelfPlayGroupBuilder(EnvGroupBuilder):
+    """`num_games` self-play games; envs come in (X, O) pairs: envs[2k] is X of game k,
+    envs[2k+1] its O. Picklable (the shared game state is created in `make_envs`)."""
+
+    renderer: Renderer
+    num_games: int = 1
+    move_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if self.num_games < 1:
+            raise ValueError(f"num_games must be >= 1, got {self.num_games!r}")
+        check_float("move_timeout_s", self.move_timeout_s, 1e-3, 1e9)
+
+    async def make_envs(self) -> Sequence[Env]:
+        continuation = TurnContinuation(self.renderer)
+        envs: list[Env] = []
+        for _ in range(self.num_games):
+            game = _SharedGame()
+            envs += [
+                TicTacToeSelfPlayEnv(self.renderer, game, mark, move_timeout_s=self.move_timeout_s,
+                                     continuation=continuation)
+                for mark in ("X", "O")
+            ]
+        return envs
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
+    ) -> list[tuple[float, Metrics]]:
+        return [env.outcome() for env in env_group]  # type: ignore[attr-defined]
+
+    def logging_tags(self) -> list[str]:
+        return ["tictactoe_selfplay"]

@@ -1,0 +1,409 @@
+"""`HFSampler`: a Hugging Face causal LM as a batched `TokenCompleter` for rollouts.
+
+Rollouts are plain coroutines that each `await policy(observation, stop, max_tokens=...)`. The
+sampler queues those calls and, once every rollout that is about to call has done so (it yields to
+the event loop a couple of times and watches the queue stop growing) or `max_batch_size` rows are
+waiting, runs them as *one* batched generation. So rollout code stays one-episode-at-a-time while
+the model sees large batches.
+
+Generation is a plain KV-cache loop (measured faster than `model.generate` for short completions
+on CPU, see DESIGN.md): left-padded prompts with an attention mask and explicit position ids, one
+forward per new token for the whole batch, early exit once every row has stopped, and compaction of
+the batch (dropping finished rows from the KV cache) once half of it has stopped. Requests with
+identical prompts — the G completions of a GRPO group — are prefilled once and the KV cache is
+expanded to G rows (`share_prefixes=True`), which is most of the prefill arithmetic on short-answer
+tasks.
+
+Logprobs: each returned logprob is `log_softmax(logits / temperature)[token]` in float32, i.e. the
+log-probability of the sampled token under the distribution it was actually drawn from. At
+`temperature=1.0` that is exactly the model's own log-probability (what a teacher-forced forward
+pass computes), so the trainer can use it as the old policy's logprob with no extra forward pass.
+At another temperature the trainer must scale its logits by the same temperature (TRL does) or
+recompute. `temperature=0` samples greedily and reports the model's temperature-1 logprobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import torch
+
+from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+
+__all__ = ["HFSampler", "SamplerStats"]
+
+
+@dataclass
+class SamplerStats:
+    """Counters for benchmarks and tests (how much batching and sharing actually happened)."""
+
+    requests: int = 0
+    batches: int = 0  # generations run (one prefill each)
+    prefill_rows: int = 0  # rows actually prefilled (unique prompts when sharing)
+    prefill_tokens: int = 0  # padded prompt tokens pushed through the model
+    decode_steps: int = 0  # per-token forwards
+    generated_tokens: int = 0  # tokens returned to callers
+
+    def reset(self) -> None:
+        for name in self.__dataclass_fields__:
+            setattr(self, name, 0)
+
+
+@dataclass
+class _Request:
+    prompt: tuple[int, ...]
+    stop_ids: tuple[int, ...]
+    stop_strs: tuple[str, ...]
+    max_tokens: int
+    future: asyncio.Future | None = None
+
+
+@dataclass
+class _LoopQueue:
+    pending: list[_Request] = field(default_factory=list)
+    flusher: asyncio.Task | None = None
+
+
+class HFSampler(TokenCompleter):
+    """Sample from a `transformers` causal LM, batching concurrent calls.
+
+    Args:
+        model: a causal LM (an unwrapped `PreTrainedModel`; its weights are read live, so in-place
+            optimizer updates are seen by the next call).
+        temperature: softmax temperature; 0 means greedy.
+        max_tokens: default cap on new tokens per call (a call's `max_tokens` overrides it).
+        stop_token_ids: ids that end every row in addition to each call's stop condition.
+        pad_token_id: id put in left padding (masked out; defaults to the model config's pad id).
+        max_batch_size: most rows in one generation; a bigger queue is split.
+        device: where to run; defaults to the model's device.
+        seed: seed of the sampler's own `torch.Generator` (the only randomness used).
+        share_prefixes: prefill identical prompts once and expand the KV cache.
+        tokenizer: needed only for string stop sequences (decodes the generated tail).
+        join_yields: how many consecutive event-loop turns without a new request end the wait for
+            more callers before a batch is run.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        *,
+        temperature: float = 1.0,
+        max_tokens: int = 64,
+        stop_token_ids: Sequence[int] = (),
+        pad_token_id: int | None = None,
+        max_batch_size: int = 256,
+        device: str | torch.device | None = None,
+        seed: int = 0,
+        share_prefixes: bool = True,
+        tokenizer: Any = None,
+        join_yields: int = 2,
+    ) -> None:
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
+        self.max_batch_size = int(max_batch_size)
+        self.share_prefixes = share_prefixes
+        self.tokenizer = tokenizer
+        self.join_yields = max(1, int(join_yields))
+        if device is None:
+            device = next(model.parameters()).device
+        self.device = torch.device(device)
+        self.vocab_rows = _embedding_rows(model)
+        self.pad_token_id = _default_pad_id(model) if pad_token_id is None else int(pad_token_id)
+        if not 0 <= self.pad_token_id < self.vocab_rows:
+            raise ValueError(
+                f"pad_token_id={self.pad_token_id} is outside the model's vocabulary "
+                f"(0..{self.vocab_rows - 1}); pass pad_token_id=<a valid id>"
+            )
+        self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.stats = SamplerStats()
+        self._cache_kw, self._has_logits_to_keep = _forward_kwargs(model)
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # --- TokenCompleter ------------------------------------------------------------------------
+    async def __call__(
+        self, model_input: Any, stop: StopCondition | None = None, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        request = self._make_request(model_input, stop, max_tokens)  # bad input fails this caller
+        loop = asyncio.get_running_loop()
+        queue = self._queues.setdefault(loop, _LoopQueue())
+        request.future = loop.create_future()
+        queue.pending.append(request)
+        if queue.flusher is None or queue.flusher.done():
+            queue.flusher = loop.create_task(self._flush(queue))
+        return await request.future
+
+    async def _flush(self, queue: _LoopQueue) -> None:
+        while queue.pending:
+            # Let every rollout that is about to call us join this batch: yield until the queue
+            # has not grown for `join_yields` consecutive turns (or the batch is full).
+            quiet, seen = 0, len(queue.pending)
+            while quiet < self.join_yields and len(queue.pending) < self.max_batch_size:
+                await asyncio.sleep(0)
+                quiet, seen = (quiet + 1, seen) if len(queue.pending) == seen else (0, len(queue.pending))
+            batch = queue.pending[: self.max_batch_size]
+            del queue.pending[: self.max_batch_size]
+            batch = [r for r in batch if r.future is not None and not r.future.done()]
+            if not batch:
+                continue
+            try:
+                results = self._generate(batch)
+            except Exception as exc:  # hand the error to every caller of this batch
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                continue
+            for r, res in zip(batch, results):
+                if not r.future.done():
+                    r.future.set_result(res)
+
+    # --- synchronous API -----------------------------------------------------------------------
+    def sample_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int = 1,
+        *,
+        stop: StopCondition | None = None,
+        max_tokens: int | None = None,
+    ) -> list[list[TokensWithLogprobs]]:
+        """Sample `n` completions for each prompt without an event loop (evaluation,
+        benchmarks). Returns `out[i][j]`, the j-th completion of prompt i."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        requests = [self._make_request(p, stop, max_tokens) for p in prompts for _ in range(n)]
+        results: list[TokensWithLogprobs] = []
+        for start in range(0, len(requests), self.max_batch_size):
+            results += self._generate(requests[start : start + self.max_batch_size])
+        return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    # --- validation ----------------------------------------------------------------------------
+    def _make_request(
+        self, model_input: Any, stop: StopCondition | None, max_tokens: int | None
+    ) -> _Request:
+        to_ints = getattr(model_input, "to_ints", None)
+        prompt = tuple(int(t) for t in (to_ints() if callable(to_ints) else model_input))
+        if not prompt:
+            raise ValueError(
+                "HFSampler got an empty prompt; a causal LM needs at least one token to condition "
+                "on (render the conversation, or start with the tokenizer's BOS id)"
+            )
+        bad = next((t for t in prompt if not 0 <= t < self.vocab_rows), None)
+        if bad is not None:
+            raise ValueError(
+                f"prompt token id {bad} is outside the model's vocabulary (0..{self.vocab_rows - 1}); "
+                "the env's tokenizer does not match the model — build the env with the model's "
+                "tokenizer, or resize the model's embeddings"
+            )
+        stop_ids, stop_strs = list(self.stop_token_ids), []
+        for s in stop or ():
+            if isinstance(s, str):
+                if s:
+                    stop_strs.append(s)
+            else:
+                stop_ids.append(int(s))
+        if stop_strs and self.tokenizer is None:
+            raise ValueError(
+                f"string stop sequences {stop_strs!r} need a tokenizer to decode samples; "
+                "pass HFSampler(..., tokenizer=<the model's tokenizer>)"
+            )
+        limit = self.max_tokens if max_tokens is None else int(max_tokens)
+        if limit < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {limit}")
+        return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit)
+
+    # --- generation ----------------------------------------------------------------------------
+    def _forward(self, input_ids, attention_mask, position_ids, cache):
+        kwargs = dict(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+        )
+        if cache is not None:
+            kwargs[self._cache_kw] = cache
+        if self._has_logits_to_keep:
+            kwargs["logits_to_keep"] = 1  # only the last position's logits are needed
+        out = self.model(**kwargs)
+        new_cache = getattr(out, "cache", None)
+        if new_cache is None:
+            new_cache = out.past_key_values
+        # float32 so logprobs are exact enough for importance ratios even with bf16 weights
+        return out.logits[:, -1, :].float(), new_cache
+
+    def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, logprobs) for one step; logprobs under the sampling distribution."""
+        if self.temperature == 0.0:
+            logprobs = torch.log_softmax(logits, dim=-1)
+            tokens = logprobs.argmax(dim=-1)
+        else:
+            logprobs = torch.log_softmax(logits / self.temperature, dim=-1)
+            tokens = torch.multinomial(logprobs.exp(), 1, generator=self.generator).squeeze(1)
+        return tokens, logprobs.gather(1, tokens[:, None]).squeeze(1)
+
+    def _generate(self, requests: list[_Request]) -> list[TokensWithLogprobs]:
+        model = self.model
+        was_training = model.training
+        model.eval()
+        try:
+            with torch.inference_mode():
+                return self._generate_inner(requests)
+        finally:
+            model.train(was_training)
+
+    def _generate_inner(self, requests: list[_Request]) -> list[TokensWithLogprobs]:
+        dev = self.device
+        num_rows = len(requests)
+        self.stats.requests += num_rows
+        max_new = max(r.max_tokens for r in requests)
+        if max_new == 0:
+            return [TokensWithLogprobs([], [], "length") for _ in requests]
+
+        # Unique prompts (prefilled once each) and the prompt each row continues.
+        if self.share_prefixes:
+            unique: dict[tuple[int, ...], int] = {}
+            row_prompt = [unique.setdefault(r.prompt, len(unique)) for r in requests]
+            prompts = list(unique)
+        else:
+            row_prompt = list(range(num_rows))
+            prompts = [r.prompt for r in requests]
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(prompts), width), dtype=torch.long)
+        for i, p in enumerate(prompts):  # left padding: every row's last token is at column -1
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
+        ids, mask = ids.to(dev), mask.to(dev)
+        positions = (mask.cumsum(-1) - 1).clamp_(min=0)
+        logits, cache = self._forward(ids, mask, positions, None)
+        self.stats.batches += 1
+        self.stats.prefill_rows += len(prompts)
+        self.stats.prefill_tokens += ids.numel()
+
+        next_pos = positions[:, -1] + 1
+        if self.share_prefixes and len(prompts) != num_rows:
+            expand = torch.tensor(row_prompt, dtype=torch.long, device=dev)
+            cache.reorder_cache(expand)  # index_select on every layer: G rows share one prefill
+            logits, mask, next_pos = logits[expand], mask[expand], next_pos[expand]
+
+        # Per-row stop table (padded with -1, which no sampled token equals).
+        width_stops = max(1, max(len(r.stop_ids) for r in requests))
+        stop_table = torch.full((num_rows, width_stops), -1, dtype=torch.long)
+        for i, r in enumerate(requests):
+            if r.stop_ids:
+                stop_table[i, : len(r.stop_ids)] = torch.tensor(r.stop_ids, dtype=torch.long)
+        stop_table = stop_table.to(dev)
+        limits = torch.tensor([r.max_tokens for r in requests], dtype=torch.long, device=dev)
+        string_rows = [i for i, r in enumerate(requests) if r.stop_strs]
+
+        out_tokens = torch.full((num_rows, max_new), self.pad_token_id, dtype=torch.long, device=dev)
+        out_logprobs = torch.zeros((num_rows, max_new), dtype=torch.float32, device=dev)
+        lengths = torch.zeros(num_rows, dtype=torch.long, device=dev)
+        stopped = torch.zeros(num_rows, dtype=torch.bool, device=dev)  # ended on a stop
+        done = limits == 0
+        rows = torch.arange(num_rows, device=dev)  # original row of each live batch row
+
+        for step in range(max_new):
+            tokens, logprobs = self._sample(logits)
+            out_tokens[rows, step] = tokens
+            out_logprobs[rows, step] = logprobs
+            hit = (tokens[:, None] == stop_table[rows]).any(dim=-1)
+            if string_rows:
+                hit |= self._string_stop_hits(requests, rows, out_tokens, step)
+            live = ~done[rows]
+            finishing = live & (hit | (limits[rows] <= step + 1))
+            lengths[rows] = torch.where(finishing, step + 1, lengths[rows])
+            stopped[rows] |= finishing & hit
+            done[rows] |= finishing
+            still_live = live & ~finishing
+            num_live = int(still_live.sum())
+            if num_live == 0:
+                break
+            if num_live <= rows.numel() // 2:
+                # Half the batch has stopped: drop finished rows so later steps cost less.
+                keep = still_live.nonzero().squeeze(1)
+                cache.batch_select_indices(keep)
+                rows, tokens, mask, next_pos = rows[keep], tokens[keep], mask[keep], next_pos[keep]
+            mask = torch.cat([mask, mask.new_ones((rows.numel(), 1))], dim=1)
+            logits, cache = self._forward(tokens[:, None], mask, next_pos[:, None], cache)
+            next_pos = next_pos + 1
+            self.stats.decode_steps += 1
+
+        lengths_l = lengths.tolist()
+        tokens_l = out_tokens.tolist()
+        logprobs_l = out_logprobs.tolist()
+        stopped_l = stopped.tolist()
+        results = []
+        for i in range(num_rows):
+            n = lengths_l[i]
+            results.append(
+                TokensWithLogprobs(
+                    tokens=tokens_l[i][:n],
+                    maybe_logprobs=logprobs_l[i][:n],
+                    stop_reason="stop" if stopped_l[i] else "length",
+                )
+            )
+            self.stats.generated_tokens += n
+        return results
+
+    def _string_stop_hits(
+        self, requests: list[_Request], rows: torch.Tensor, out_tokens: torch.Tensor, step: int
+    ) -> torch.Tensor:
+        """Rows whose decoded tail now contains one of their stop strings (slow path)."""
+        hits = torch.zeros(rows.numel(), dtype=torch.bool)
+        rows_l = rows.tolist()
+        for j, i in enumerate(rows_l):
+            stops = requests[i].stop_strs
+            if not stops:
+                continue
+            # A stop of k chars spans at most 4k byte-level tokens (+1 for a split character).
+            window = 4 * max(len(s) for s in stops) + 1
+            start = max(0, step + 1 - window)
+            tail = self.tokenizer.decode(out_tokens[i, start : step + 1].tolist())
+            hits[j] = any(s in tail for s in stops)
+        return hits.to(rows.device)
+
+
+def _embedding_rows(model: torch.nn.Module) -> int:
+    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    if emb is not None and hasattr(emb, "weight"):
+        return int(emb.weight.shape[0])
+    return int(model.config.vocab_size)
+
+
+def _default_pad_id(model: torch.nn.Module) -> int:
+    config = getattr(model, "config", None)
+    for source in (config, getattr(model, "generation_config", None)):
+        for name in ("pad_token_id", "eos_token_id"):
+            value = getattr(source, name, None)
+            if isinstance(value, (list, tuple)):
+                value = value[0] if value else None
+            if value is not None:
+                return int(value)
+    return 0
+
+
+def _forward_kwargs(model: torch.nn.Module) -> tuple[str, bool]:
+    """The KV-cache keyword (`cache` in transformers >= 5.x, `past_key_values` before) and whether
+    the model accepts `logits_to_keep`; looks through wrappers such as PEFT's."""
+    candidates = [model]
+    get_base = getattr(model, "get_base_model", None)
+    if callable(get_base):
+        candidates.append(get_base())
+    for m in candidates:
+        params = inspect.signature(m.forward).parameters
+        if "cache" in params or "past_key_values" in params:
+            return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
+    return "past_key_values", False

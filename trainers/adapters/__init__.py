@@ -1,0 +1,9 @@
+"""Adapters that feed llm-gym environments to other stacks, imported per adapter so each pulls only
+its own optional dependencies:
+
+- `trainers.adapters.trl`: TRL `GRPOTrainer` prompt datasets, env-graded reward functions, and an
+  `environment_factory` environment for multi-turn envs.
+- `trainers.adapters.tinker`: glue between llm-gym's seed API and the Tinker cookbook's rollout
+  code (`tinker.ModelInput` conversion, cookbook-facing env/group wrappers, policy wrappers).
+- `trainers.adapters.datasets_export`: `export_dataset(...)` and the `llm-gym export` command.
+"""

@@ -1,0 +1,146 @@
+"""Shared plumbing for the adapters: resolving a registered id to its `EnvSource`, deterministic
+per-row task seeds, rebuilding a row's env, and scoring text through the env's own `step`.
+
+Every adapter (TRL, datasets export, Tinker) rebuilds an episode the same way: the Gymnasium face
+(`gym.make(env_id, split=..., **knobs).unwrapped.source`) gives the family's `EnvSource`, and
+`source.make_env(np.random.default_rng(task_seed))` gives the exact task that
+`env.reset(seed=task_seed)` faces (Gymnasium seeds `np_random` with the same PCG64 generator).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import importlib
+import json
+import threading
+from typing import Any, Callable, Coroutine, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+INSTALL_HINT = "pip install 'llm-gym[train]'"
+
+
+def require(module: str, purpose: str) -> Any:
+    """Import an optional dependency or raise an ImportError that names the install command."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"{purpose} needs the optional dependency `{module}`, which is not installed: "
+            f"{INSTALL_HINT} (or pip install {module})"
+        ) from exc
+
+
+def registered_llm_ids() -> list[str]:
+    import gymnasium as gym
+
+    import llm_gym  # noqa: F401  (registers the llm/ ids)
+
+    return sorted(k for k in gym.registry if k.startswith("llm/"))
+
+
+def make_gym_env(env_id: str, *, split: str = "train", **env_kwargs: Any) -> Any:
+    """`gym.make(env_id, split=split, **env_kwargs)`; an unknown id raises a ValueError that lists
+    the registered `llm/` ids and the closest match."""
+    import gymnasium as gym
+
+    import llm_gym  # noqa: F401
+
+    if not isinstance(env_id, str) or env_id not in gym.registry:
+        known = registered_llm_ids()
+        close = difflib.get_close_matches(str(env_id), known, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ValueError(
+            f"unknown env id {env_id!r}.{hint} Registered llm/ ids: {known} "
+            "(a third-party catalog registers through the `llm_gym.envs` entry-point group)"
+        )
+    return gym.make(env_id, split=split, **env_kwargs)
+
+
+def env_source(env_id: str, *, split: str = "train", **env_kwargs: Any) -> Any:
+    """The `EnvSource` behind a registered id (with its renderer, split and difficulty knobs)."""
+    env = make_gym_env(env_id, split=split, **env_kwargs)
+    source = getattr(env.unwrapped, "source", None)
+    if source is None:
+        raise TypeError(
+            f"{env_id!r} is not an llm-gym TextEnv (env.unwrapped has no `source`); the adapters need "
+            "an id registered by an llm-gym catalog"
+        )
+    return source
+
+
+def task_seeds(seed: int, n: int) -> list[int]:
+    """`n` deterministic 31-bit task seeds derived from `seed` (same seed, same list)."""
+    if n < 0:
+        raise ValueError(f"n must be non-negative, got {n}")
+    state = np.random.SeedSequence(int(seed)).generate_state(n, dtype=np.uint32) if n else []
+    return [int(s) & 0x7FFFFFFF for s in state]
+
+
+def make_task_env(source: Any, task_seed: int) -> Any:
+    """The seed-API env `TextEnv.reset(seed=task_seed)` would drive."""
+    return source.make_env(np.random.default_rng(int(task_seed)))
+
+
+def dump_knobs(env_kwargs: dict[str, Any]) -> str:
+    """Difficulty knobs as a canonical JSON string (a column type every dataset backend keeps)."""
+    return json.dumps(env_kwargs, sort_keys=True)
+
+
+def load_knobs(text: str | dict | None) -> dict[str, Any]:
+    if text is None or text == "":
+        return {}
+    if isinstance(text, dict):
+        return dict(text)
+    return json.loads(text)
+
+
+def run_async(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any, **kwargs: Any) -> T:
+    """Call the async function `fn(*args, **kwargs)` from synchronous code and return its result.
+
+    With no event loop running in this thread it uses `asyncio.run`; inside a running loop
+    (Jupyter, an async reward loop) it runs on a private loop in a helper thread, so it never
+    blocks or re-enters the caller's loop.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(fn(*args, **kwargs))
+    box: dict[str, Any] = {}
+
+    def worker() -> None:
+        try:
+            box["value"] = asyncio.run(fn(*args, **kwargs))
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=worker, daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def text_to_action(renderer: Any, text: str, *, terminated: bool = True) -> list[int]:
+    """The token action that makes `renderer.parse_response` return `text`: the text's tokens plus,
+    when the response ended on its own, the renderer's first stop sequence."""
+    tokens = list(renderer.tokenizer.encode(text, add_special_tokens=False))
+    if terminated:
+        stops = renderer.get_stop_sequences()
+        if stops:
+            stop = stops[0]
+            if isinstance(stop, str):
+                tokens += list(renderer.tokenizer.encode(stop, add_special_tokens=False))
+            else:
+                tokens.append(int(stop))
+    return tokens
+
+
+def prompt_text(source: Any, env: Any) -> str:
+    """The rendered prompt the policy continues, decoded with the env's tokenizer."""
+    ob, _stop = run_async(env.initial_observation)
+    return source.renderer.tokenizer.decode(ob.to_ints(), skip_special_tokens=False)

@@ -16,11 +16,43 @@ from llm_gym.completers import (
 from llm_gym.model_input import EncodedTextChunk, ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer, get_renderer
 from llm_gym.tokenizers import ByteTokenizer, InvalidTokenError, load_tokenizer
+from llm_gym.registration import make, register_catalogs, register_env
 
 __version__ = "0.1.0"
 
+# The Gymnasium face, imported on first use so `import llm_gym` stays light.
+_LAZY = {
+    "TextEnv": "llm_gym.text_env",
+    "TokenSequence": "llm_gym.spaces",
+    "GymEnvGroupBuilder": "llm_gym.wrappers.grouping",
+    "GymRLDataset": "llm_gym.wrappers.grouping",
+    "GroupAdvantages": "llm_gym.wrappers.vector",
+    "TextActions": "llm_gym.wrappers.text",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'llm_gym' has no attribute {name!r}")
+
+
+# Register every catalog's ids with Gymnasium (string entry points: no env module is imported).
+register_catalogs()
+
 __all__ = [
     "ByteTokenizer",
+    "GroupAdvantages",
+    "GymEnvGroupBuilder",
+    "GymRLDataset",
+    "TextActions",
+    "TextEnv",
+    "TokenSequence",
+    "make",
+    "register_catalogs",
+    "register_env",
     "EncodedTextChunk",
     "InvalidTokenError",
     "Message",

@@ -1,0 +1,132 @@
+"""Registration: catalogs found through entry points become Gymnasium ids, lazily.
+
+A catalog package declares an entry point in the group `llm_gym.envs` that resolves to a list of
+specs, each a dict `{"id": "llm/Name-vN", "source": "package.module:SourceClass", "kwargs": {...},
+"max_episode_steps": N (optional)}`. `register_catalogs()` (run by `import llm_gym`) registers every
+id with Gymnasium with the *string* entry point `"llm_gym.text_env:TextEnv"` and the source as a
+string, so no environment module is imported until `gym.make` builds one. A broken third-party
+catalog produces a warning, never a failed `import llm_gym`. `register_env` is the same for one id
+written by hand; `make` is `gym.make` with a "did you mean" for mistyped ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import warnings
+from importlib.metadata import entry_points
+from typing import Any, Iterable, Mapping
+
+import gymnasium as gym
+
+__all__ = ["ENTRY_POINT_GROUP", "TEXT_ENV_ENTRY_POINT", "make", "register_catalogs", "register_env"]
+
+ENTRY_POINT_GROUP = "llm_gym.envs"
+TEXT_ENV_ENTRY_POINT = "llm_gym.text_env:TextEnv"
+_SPEC_KEYS = {"id", "source", "kwargs", "max_episode_steps"}
+
+
+def register_env(
+    id: str,
+    source: str,
+    *,
+    max_episode_steps: int | None = None,
+    **kwargs: Any,
+) -> None:
+    """Register `id` as a `TextEnv` over `source` (`"package.module:SourceClass"`).
+
+    `kwargs` become the env's default arguments (difficulty knobs, `tokenizer`, `renderer`,
+    `split`, ...); keep them JSON-serialisable so `env.spec.to_json()` works. `max_episode_steps`
+    makes `gym.make` add Gymnasium's `TimeLimit` (`truncated=True` after that many steps).
+    Re-registering an id with an identical spec is a no-op; a different spec replaces it (with
+    Gymnasium's override warning).
+    """
+    if not isinstance(id, str) or not id:
+        raise TypeError(f"env id must be a non-empty str like 'llm/Name-v0', got {id!r}")
+    if not isinstance(source, str) or source.count(":") != 1:
+        raise TypeError(
+            f"source for {id!r} must be a 'package.module:SourceClass' string (so registration "
+            f"imports nothing), got {source!r}"
+        )
+    all_kwargs = {"source": source, **kwargs}
+    existing = gym.registry.get(id)
+    if (
+        existing is not None
+        and existing.entry_point == TEXT_ENV_ENTRY_POINT
+        and existing.kwargs == all_kwargs
+        and existing.max_episode_steps == max_episode_steps
+    ):
+        return
+    gym.register(
+        id,
+        entry_point=TEXT_ENV_ENTRY_POINT,
+        kwargs=all_kwargs,
+        max_episode_steps=max_episode_steps,
+    )
+
+
+def _register_spec(spec: Any, origin: str) -> str:
+    if not isinstance(spec, Mapping):
+        raise TypeError(f"each spec must be a dict, got {type(spec).__name__}")
+    unknown = set(spec) - _SPEC_KEYS
+    if unknown or "id" not in spec or "source" not in spec:
+        raise ValueError(
+            f"spec {spec!r} must have keys 'id' and 'source' (optional: 'kwargs', "
+            f"'max_episode_steps'); unknown keys: {sorted(unknown)}"
+        )
+    kwargs = dict(spec.get("kwargs") or {})
+    register_env(spec["id"], spec["source"], max_episode_steps=spec.get("max_episode_steps"), **kwargs)
+    return spec["id"]
+
+
+def register_catalogs(group: str = ENTRY_POINT_GROUP) -> list[str]:
+    """Load every entry point in `group` and register its specs; return the ids registered.
+
+    A catalog whose entry point fails to load, or whose specs are malformed, is skipped with a
+    `RuntimeWarning` that names it (other catalogs still register).
+    """
+    registered: list[str] = []
+    for ep in entry_points(group=group):
+        origin = f"entry point {ep.name!r} ({ep.value}) in group {group!r}"
+        try:
+            specs = ep.load()
+            if callable(specs):
+                specs = specs()
+            if not isinstance(specs, Iterable) or isinstance(specs, (str, bytes, Mapping)):
+                raise TypeError(f"expected a list of spec dicts, got {type(specs).__name__}")
+            specs = list(specs)
+        except Exception as exc:
+            warnings.warn(
+                f"llm_gym: skipping {origin}: {type(exc).__name__}: {exc}",
+                RuntimeWarning,
+                stacklevel=2,
+            )
+            continue
+        for spec in specs:
+            try:
+                registered.append(_register_spec(spec, origin))
+            except Exception as exc:
+                warnings.warn(
+                    f"llm_gym: skipping a spec of {origin}: {type(exc).__name__}: {exc}",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+    return registered
+
+
+def make(id: str, **kwargs: Any) -> gym.Env:
+    """`gymnasium.make(id, **kwargs)`, but an unknown id raises `gymnasium.error.NameNotFound`
+    listing the closest registered ids. `"module:id"` imports `module` first, as Gymnasium does."""
+    if not isinstance(id, str):
+        return gym.make(id, **kwargs)  # an EnvSpec
+    module, sep, env_id = id.rpartition(":")
+    if sep:
+        importlib.import_module(module)
+    if env_id not in gym.registry:
+        matches = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+        hint = f" Did you mean: {', '.join(repr(m) for m in matches)}?" if matches else ""
+        llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
+        raise gym.error.NameNotFound(
+            f"environment {env_id!r} is not registered.{hint} Registered llm-gym ids: {llm_ids}"
+        )
+    return gym.make(env_id, **kwargs)

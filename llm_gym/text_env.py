@@ -1,0 +1,419 @@
+"""`TextEnv`: the Gymnasium face of a catalog family (`gym.make("llm/Math-v0")`).
+
+A `TextEnv` owns one `EnvSource` (resolved lazily from a `"module:Class"` string, so registering an
+id imports nothing) and drives the seed-API `Env` that the source makes for each episode:
+`reset(seed=...)` draws the task from `self.np_random` and returns the prompt tokens, `step(tokens)`
+feeds the sampled tokens to the episode and returns the next observation tokens, the reward,
+`terminated`, `truncated` and an `info` with text, stop condition and metrics. Observations and
+actions live in `llm_gym.spaces.TokenSequence`. The seed API is async; the sync methods drive its
+coroutines directly (catalog envs rarely suspend) and fall back to a private event loop when one
+does, while `areset`/`astep` await the same episode from inside a running loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import importlib
+from collections.abc import Coroutine
+from typing import Any, Sequence, TypeVar
+
+import gymnasium as gym
+import numpy as np
+
+from llm_gym.completers import StopCondition
+from llm_gym.env_source import EnvSource
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers import Renderer, get_renderer
+from llm_gym.rl.types import Env, Metrics, StepResult, Trajectory
+from llm_gym.spaces import DEFAULT_SAMPLE_MAX_LENGTH, TokenSequence
+from llm_gym.tokenizers import load_tokenizer, vocab_size_of
+
+__all__ = ["TextEnv", "resolve_source", "run_coroutine"]
+
+_T = TypeVar("_T")
+
+
+def resolve_source(source: str | type[EnvSource]) -> type[EnvSource]:
+    """The `EnvSource` subclass named by `source` (`"package.module:ClassName"`) or `source` itself."""
+    if isinstance(source, str):
+        module_name, sep, attr = source.partition(":")
+        if not sep or not module_name or not attr:
+            raise ValueError(
+                f"source {source!r} must look like 'package.module:ClassName' (an EnvSource subclass)"
+            )
+        module = importlib.import_module(module_name)
+        try:
+            cls: Any = module
+            for part in attr.split("."):
+                cls = getattr(cls, part)
+        except AttributeError:
+            raise ValueError(
+                f"source {source!r}: module {module_name!r} has no attribute {attr!r}"
+            ) from None
+    else:
+        cls = source
+    if not (isinstance(cls, type) and issubclass(cls, EnvSource)):
+        raise TypeError(
+            f"source must be an EnvSource subclass or a 'module:Class' string naming one, got {cls!r}"
+        )
+    return cls
+
+
+def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any) -> _T:
+    """Run `coro` to completion from synchronous code, cheaply.
+
+    Fast path: step the coroutine by hand (`coro.send(None)`) with the private event loop from
+    `loop_factory()` set as the thread's running loop, so code that only *touches* the loop
+    (`get_running_loop()`, `run_in_executor`, `create_task`) works, and a coroutine that never
+    suspends finishes without any scheduling. If it does suspend, the rest of it runs on the
+    private loop with `run_until_complete` -- in this thread, or, when another event loop is
+    already running here (sync `step` called from async code or Jupyter), in a helper thread
+    while this one waits.
+    """
+    loop = loop_factory()
+    outer = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(loop)
+    try:
+        yielded = coro.send(None)
+    except StopIteration as stop:
+        return stop.value
+    except BaseException:
+        coro.close()
+        raise
+    finally:
+        asyncio.events._set_running_loop(outer)
+    finish = _finish_suspended(coro, yielded)
+    if outer is None:
+        return loop.run_until_complete(finish)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="llm_gym-env") as pool:
+        return pool.submit(loop.run_until_complete, finish).result()
+
+
+async def _finish_suspended(coro: Coroutine[Any, Any, _T], yielded: Any) -> _T:
+    """Continue a hand-stepped coroutine inside a real task, awaiting whatever it yielded."""
+    while True:
+        if yielded is None:  # a bare `yield` (asyncio.sleep(0))
+            await asyncio.sleep(0)
+        else:  # an asyncio future the coroutine is blocked on
+            try:
+                await yielded
+            except BaseException:
+                pass  # the coroutine's own `await` re-raises the future's exception below
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+
+
+class TextEnv(gym.Env[np.ndarray, np.ndarray]):
+    """A Gymnasium env over token ids, backed by a seed-API `EnvSource`.
+
+    Args:
+        source: an `EnvSource` subclass or a `"module:Class"` string naming one (imported on
+            construction, not at registration).
+        tokenizer: a tokenizer name, path or object (`llm_gym.tokenizers.load_tokenizer`); `None`
+            is the embedded byte tokenizer. Names keep `env.spec.to_json()` working; objects work
+            too but are not JSON-serialisable.
+        renderer: a renderer name or object (`llm_gym.renderers.get_renderer`); `None` picks one
+            for the tokenizer.
+        split: `"train"` or `"test"` (the source's held-out task set).
+        turn_limit: truncate the episode after this many steps (`truncated=True`); `None` = no
+            limit. (Not called `max_turns`, which is a difficulty knob of some sources.) A
+            registered `max_episode_steps` is applied by Gymnasium's `TimeLimit` instead.
+        max_action_length: the longest action `action_space.sample()` draws (membership is not
+            limited by length).
+        render_mode: `None` or `"ansi"` (`render()` returns the conversation so far as text).
+        **knobs: the source's difficulty knobs (JSON-serialisable values).
+
+    Spaces: `observation_space` and `action_space` are `TokenSequence(vocab_size)`.
+
+    `reset(seed=None, options=None) -> (obs, info)`: `obs` is the prompt as an int64 array; `info`
+    has `"text"` (the decoded prompt), `"stop_condition"` (token ids or strings that end a
+    response) and `"turn"` (0).
+
+    `step(action) -> (obs, reward, terminated, truncated, info)`: `action` is a 1-D sequence of int
+    token ids (a list, tuple or integer numpy array). It is model output, so anything of that type
+    is accepted: out-of-vocabulary ids, an empty or very long action or invalid UTF-8 reach the
+    episode, which scores them with a defined reward (renderers drop invalid ids and mark the
+    response malformed). Only a wrong *type* (a string, floats, nested sequences) raises
+    `TypeError`. `info` has `"text"` (the decoded action, invalid ids left out), `"stop_condition"`
+    (for the next turn), `"turn"`, `"metrics"` (this step's), `"logs"`, `"invalid_tokens"` (how many
+    ids were out of vocabulary) and, on the episode's last step, `"episode_metrics"` (`"return"`,
+    `"turns"`, `"truncated"` and each step metric averaged over the episode). After the episode
+    ends, `step` raises `gymnasium.error.ResetNeeded` until `reset` is called. An exception raised
+    by the episode itself (an env bug, not bad model output) propagates with a note, counts in
+    `env_errors`, and ends the episode.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        source: str | type[EnvSource],
+        tokenizer: Any = None,
+        renderer: str | Renderer | None = None,
+        split: str = "train",
+        turn_limit: int | None = None,
+        render_mode: str | None = None,
+        max_action_length: int = DEFAULT_SAMPLE_MAX_LENGTH,
+        **knobs: Any,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(
+                f"render_mode {render_mode!r} is not supported; use None or one of "
+                f"{self.metadata['render_modes']}"
+            )
+        if turn_limit is not None and (
+            isinstance(turn_limit, bool) or not isinstance(turn_limit, int) or turn_limit < 1
+        ):
+            raise ValueError(f"turn_limit must be a positive int or None, got {turn_limit!r}")
+        self.render_mode = render_mode
+        self.turn_limit = turn_limit
+        self.source_cls = resolve_source(source)
+        self.tokenizer = load_tokenizer(tokenizer)
+        self.renderer = get_renderer(renderer, self.tokenizer)
+        self.source: EnvSource = self.source_cls(renderer=self.renderer, split=split, **knobs)
+        self.split = split
+        self.vocab_size = vocab_size_of(self.tokenizer)
+        self.observation_space = TokenSequence(self.vocab_size)
+        self.action_space = TokenSequence(self.vocab_size, max_length=max_action_length)
+        self.env_errors = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._env: Env | None = None
+        self._done = True
+        self._turn = 0
+        self._return = 0.0
+        self._metric_sums: dict[str, float] = {}
+        self._metric_counts: dict[str, int] = {}
+        self._transcript: list[int] = []
+        self._stop: StopCondition = []
+
+    # --- public attributes ------------------------------------------------------------------
+    @property
+    def current_env(self) -> Env | None:
+        """The seed-API `Env` of the current episode (`None` before the first `reset`)."""
+        return self._env
+
+    @property
+    def stop_condition(self) -> StopCondition:
+        """Where the policy should stop sampling for the next action."""
+        return list(self._stop)
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return tuple(self.source.reward_range)  # type: ignore[return-value]
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
+    ) -> list[tuple[float, Metrics]]:
+        """Group rewards for G episodes on one task, as the source defines them."""
+        return await self.source.compute_group_rewards(trajectory_group, env_group)
+
+    # --- reset ------------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """Start an episode on a task drawn from `self.np_random`; return `(prompt tokens, info)`.
+        No `options` are defined (an unknown key raises `ValueError`)."""
+        env = self._begin_reset(seed, options)
+        ob, stop = self._run(env.initial_observation())
+        return self._finish_reset(ob, stop)
+
+    async def areset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        """`reset` for async code: awaits the episode's `initial_observation` directly."""
+        env = self._begin_reset(seed, options)
+        ob, stop = await env.initial_observation()
+        return self._finish_reset(ob, stop)
+
+    def _begin_reset(self, seed: int | None, options: dict[str, Any] | None) -> Env:
+        if options:
+            raise ValueError(f"TextEnv.reset takes no options, got {sorted(options)}")
+        super().reset(seed=seed)
+        self._env = None
+        self._done = True
+        env = self.source.make_env(self.np_random)
+        if not isinstance(env, Env):
+            raise TypeError(
+                f"{self.source_cls.__name__}.make_env returned {type(env).__name__}, expected an "
+                "llm_gym.rl.Env"
+            )
+        self._env = env  # usable once its initial observation is in (_finish_reset)
+        return env
+
+    def _finish_reset(self, ob: ModelInput, stop: StopCondition) -> tuple[np.ndarray, dict[str, Any]]:
+        tokens = ob.to_ints()
+        self._transcript = list(tokens)
+        self._stop = list(stop)
+        self._turn = 0
+        self._return = 0.0
+        self._metric_sums, self._metric_counts = {}, {}
+        self._done = False
+        info = {"text": self._decode(tokens), "stop_condition": list(stop), "turn": 0}
+        return np.asarray(tokens, dtype=np.int64), info
+
+    # --- step -------------------------------------------------------------------------------
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """Feed one sampled action (token ids) to the episode; see the class docstring."""
+        env, tokens = self._begin_step(action)
+        try:
+            result = self._run(env.step(tokens))
+        except Exception as exc:
+            self._fail(exc, tokens)
+            raise
+        return self._finish_step(tokens, result)
+
+    async def astep(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        """`step` for async code: awaits the episode's `step` directly."""
+        env, tokens = self._begin_step(action)
+        try:
+            result = await env.step(tokens)
+        except Exception as exc:
+            self._fail(exc, tokens)
+            raise
+        return self._finish_step(tokens, result)
+
+    def _begin_step(self, action: Any) -> tuple[Env, list[int]]:
+        tokens = _action_to_ids(action)
+        if self._env is None or self._done:
+            raise gym.error.ResetNeeded(
+                "TextEnv.step called before reset() or after the episode ended; call env.reset()"
+            )
+        return self._env, tokens
+
+    def _fail(self, exc: Exception, tokens: list[int]) -> None:
+        self.env_errors += 1
+        self._done = True
+        exc.add_note(
+            f"raised by {self.source_cls.__name__}'s episode on an action of {len(tokens)} tokens "
+            f"(turn {self._turn + 1}); the episode is over, call reset()"
+        )
+
+    def _finish_step(
+        self, tokens: list[int], result: StepResult
+    ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self._turn += 1
+        reward = float(result.reward)
+        self._return += reward
+        terminated = bool(result.episode_done)
+        truncated = (not terminated) and self.turn_limit is not None and self._turn >= self.turn_limit
+        valid = _valid_ids(tokens, self.vocab_size)
+        next_tokens = result.next_observation.to_ints()
+        self._extend_transcript(valid, next_tokens)
+        self._stop = list(result.next_stop_condition)
+        metrics = dict(result.metrics)
+        for key, value in metrics.items():
+            if isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool):
+                self._metric_sums[key] = self._metric_sums.get(key, 0.0) + float(value)
+                self._metric_counts[key] = self._metric_counts.get(key, 0) + 1
+        info: dict[str, Any] = {
+            "text": self._decode(valid),
+            "stop_condition": list(self._stop),
+            "turn": self._turn,
+            "metrics": metrics,
+            "logs": dict(result.logs),
+            "invalid_tokens": len(tokens) - len(valid),
+        }
+        if terminated or truncated:
+            self._done = True
+            episode = {k: self._metric_sums[k] / self._metric_counts[k] for k in self._metric_sums}
+            episode["return"] = self._return
+            episode["turns"] = self._turn
+            episode["truncated"] = float(truncated)
+            info["episode_metrics"] = episode
+        return np.asarray(next_tokens, dtype=np.int64), reward, terminated, truncated, info
+
+    # --- rendering and teardown --------------------------------------------------------------
+    def render(self) -> str | None:
+        """With `render_mode="ansi"`, the conversation so far (special tokens shown); else None."""
+        if self.render_mode != "ansi":
+            return None
+        return self._decode(self._transcript)
+
+    def close(self) -> None:
+        if self._loop is not None and not self._loop.is_running():
+            self._loop.close()
+        self._loop = None
+        super().close()
+
+    # --- helpers ----------------------------------------------------------------------------
+    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return run_coroutine(coro, self._private_loop)
+
+    def _private_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None or self._loop.is_closed():
+            self._loop = asyncio.new_event_loop()
+        return self._loop
+
+    def _decode(self, tokens: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
+
+    def _extend_transcript(self, action: list[int], next_obs: list[int]) -> None:
+        # Multi-turn observations usually extend the conversation (prefix property); otherwise
+        # the transcript keeps what came before and appends the new context.
+        self._transcript += action
+        n = len(self._transcript)
+        if len(next_obs) >= n and next_obs[:n] == self._transcript:
+            self._transcript = list(next_obs)
+        else:
+            self._transcript += next_obs
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_loop"] = None  # event loops are per-process
+        return state
+
+
+def _action_to_ids(action: Any) -> list[int]:
+    """Token ids of an action, or TypeError for a value that is not a 1-D sequence of ints.
+
+    Values are not range-checked here: out-of-vocabulary ids are model output and go to the env.
+    """
+    if isinstance(action, (str, bytes)):
+        raise TypeError(
+            f"TextEnv actions are token ids, got {type(action).__name__} {action[:40]!r}; encode it "
+            "with env.tokenizer or wrap the env in llm_gym.wrappers.TextActions to send text"
+        )
+    if isinstance(action, ModelInput):
+        return action.to_ints()
+    if isinstance(action, np.ndarray):
+        arr = action
+    elif isinstance(action, (list, tuple)):
+        if not action:
+            return []
+        try:
+            arr = np.asarray(action)
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise TypeError(f"action must be a flat sequence of int token ids: {exc}") from None
+    else:
+        raise TypeError(
+            f"action must be a list, tuple or 1-D integer numpy array of token ids, got "
+            f"{type(action).__name__}"
+        )
+    if arr.ndim != 1:
+        raise TypeError(f"action must be 1-D (one sequence of token ids), got shape {arr.shape}")
+    if arr.size == 0:
+        return []
+    if arr.dtype.kind in "iu":
+        return arr.tolist()
+    if arr.dtype == object and all(
+        isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in arr.tolist()
+    ):
+        return [int(t) for t in arr.tolist()]  # ints too large for int64: still model output
+    raise TypeError(
+        f"action token ids must be integers, got dtype {arr.dtype} (e.g. {arr.tolist()[:3]!r})"
+    )
+
+
+def _valid_ids(tokens: list[int], vocab_size: int) -> list[int]:
+    """The ids of `tokens` inside `0..vocab_size-1`, in order (vectorised for the common case)."""
+    if not tokens:
+        return []
+    try:
+        arr = np.asarray(tokens, dtype=np.int64)
+    except OverflowError:
+        return [t for t in tokens if 0 <= t < vocab_size]
+    keep = (arr >= 0) & (arr < vocab_size)
+    return tokens if keep.all() else arr[keep].tolist()

@@ -1,0 +1,14 @@
+"""Gymnasium wrappers for llm-gym envs.
+
+- `TextActions`: string observations and actions over a token env.
+- `GymEnvGroupBuilder` / `GymRLDataset`: any token-space Gymnasium env as seed-API groups and
+  datasets (what the trainer consumes).
+- `GroupAdvantages`: a vector-env wrapper that resets groups of G sub-envs on the same task and
+  reports GRPO group-centred advantages in `info["group_advantage"]`.
+"""
+
+from llm_gym.wrappers.grouping import GymEnvAdapter, GymEnvGroupBuilder, GymRLDataset
+from llm_gym.wrappers.text import TextActions
+from llm_gym.wrappers.vector import GroupAdvantages
+
+__all__ = ["GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "TextActions"]

@@ -1,0 +1,296 @@
+"""From Gymnasium back to the seed API: any token-space Gymnasium env as an `EnvGroupBuilder`.
+
+`GymEnvGroupBuilder` makes G seed-API `Env`s, each backed by its own Gymnasium env (from
+`gym.make(env_id)` or a factory) and reset with the same seed, so all G face the same task -- the
+group that GRPO-style advantages are centred on. `GymRLDataset` is an `RLDataset` of such builders
+with per-group seeds derived from `numpy.random.SeedSequence`, so batch `i` is the same on every
+machine. The trainer only sees the seed API, so anything `gym.make` can build (ours or a third
+party's, as long as observations and actions are token ids) can be trained.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+
+from llm_gym.completers import StopCondition
+from llm_gym.model_input import ModelInput
+from llm_gym.rl.types import (
+    Action,
+    ActionExtra,
+    Env,
+    EnvGroupBuilder,
+    Metrics,
+    Observation,
+    RLDataset,
+    StepResult,
+    Trajectory,
+)
+
+__all__ = ["DEFAULT_N_BATCHES", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset"]
+
+EnvFactory = Callable[..., gym.Env]
+DEFAULT_N_BATCHES = 10_000
+_SPLIT_STREAMS = {"train": 0, "test": 1}
+
+
+def _obs_to_ints(obs: Any) -> list[int]:
+    if isinstance(obs, np.ndarray) and obs.ndim == 1 and (obs.dtype.kind in "iu" or obs.size == 0):
+        return obs.tolist()
+    if isinstance(obs, ModelInput):
+        return obs.to_ints()
+    if isinstance(obs, (list, tuple)) and all(
+        isinstance(t, (int, np.integer)) and not isinstance(t, bool) for t in obs
+    ):
+        return [int(t) for t in obs]
+    raise TypeError(
+        f"GymEnvGroupBuilder needs token-id observations (a 1-D int array or list of ints), got "
+        f"{type(obs).__name__}; a text env needs a tokenizing wrapper first"
+    )
+
+
+def _numeric_metrics(raw: Any) -> Metrics:
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(k): (float(v) if isinstance(v, (float, np.floating)) else int(v))
+        for k, v in raw.items()
+        if isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+    }
+
+
+class GymEnvAdapter(Env):
+    """One seed-API episode played on a Gymnasium env with token spaces.
+
+    `initial_observation()` resets the Gymnasium env with `seed` (and `options`) and returns the
+    observation as a `ModelInput` with a stop condition: `info["stop_condition"]` when the env
+    gives one, else `[eos_token_id]` of `env.unwrapped.tokenizer` when it has one, else `[]`.
+    `step(tokens)` steps the Gymnasium env (the action as an int64 array) and returns a
+    `StepResult` with `episode_done = terminated or truncated` and the numeric entries of
+    `info["metrics"]` as metrics. The Gymnasium env's sync `step` is used, so every wrapper
+    `gym.make` added (TimeLimit, order enforcing) applies.
+    """
+
+    def __init__(self, gym_env: gym.Env, seed: int | None, options: dict[str, Any] | None = None):
+        self.gym_env = gym_env
+        self.seed = seed
+        self.options = options
+        self._stop: StopCondition = []
+
+    def _default_stop(self) -> StopCondition:
+        tokenizer = getattr(self.gym_env.unwrapped, "tokenizer", None)
+        eos = getattr(tokenizer, "eos_token_id", None)
+        return [int(eos)] if isinstance(eos, (int, np.integer)) else []
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        obs, info = self.gym_env.reset(seed=self.seed, options=self.options)
+        stop = info.get("stop_condition") if isinstance(info, dict) else None
+        self._stop = list(stop) if stop is not None else self._default_stop()
+        return ModelInput.from_ints(_obs_to_ints(obs)), list(self._stop)
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        try:
+            gym_action: Any = np.asarray(action, dtype=np.int64)
+        except OverflowError:  # ids beyond int64 are still model output: let the env judge them
+            gym_action = list(action)
+        obs, reward, terminated, truncated, info = self.gym_env.step(gym_action)
+        info = info if isinstance(info, dict) else {}
+        if info.get("stop_condition") is not None:
+            self._stop = list(info["stop_condition"])
+        logs = {"text": info["text"]} if isinstance(info.get("text"), str) else {}
+        return StepResult(
+            reward=float(reward),
+            episode_done=bool(terminated or truncated),
+            next_observation=ModelInput.from_ints(_obs_to_ints(obs)),
+            next_stop_condition=list(self._stop),
+            metrics=_numeric_metrics(info.get("metrics")),
+            logs=logs,
+        )
+
+    @property
+    def seed_api_env(self) -> Env | None:
+        """The episode's own seed-API env when the Gymnasium env is a `TextEnv`, else None."""
+        return getattr(self.gym_env.unwrapped, "current_env", None)
+
+
+class GymEnvGroupBuilder(EnvGroupBuilder):
+    """G episodes of one Gymnasium env, all reset with `seed` (so all face the same task).
+
+    Args:
+        env_id_or_factory: a registered id (`gym.make(env_id, **make_kwargs)`) or a picklable
+            callable returning a Gymnasium env (`factory(**make_kwargs)`).
+        group_size: G, the number of episodes in the group.
+        seed: the reset seed shared by the group.
+        **make_kwargs: passed to `gym.make` / the factory (e.g. `tokenizer="byte"`, `split="test"`).
+
+    `compute_group_rewards` delegates to the env's own `compute_group_rewards` when it has one
+    (`TextEnv` asks its source, with the G seed-API episodes), and gives zeros otherwise. The
+    builder stores only the id/factory and arguments, so it pickles; Gymnasium envs are made in
+    `make_envs()` and closed in `cleanup()`.
+    """
+
+    def __init__(
+        self,
+        env_id_or_factory: str | EnvFactory,
+        group_size: int,
+        seed: int | None,
+        **make_kwargs: Any,
+    ) -> None:
+        if not (isinstance(env_id_or_factory, str) or callable(env_id_or_factory)):
+            raise TypeError(
+                f"env_id_or_factory must be a registered env id or a callable returning a "
+                f"gymnasium.Env, got {env_id_or_factory!r}"
+            )
+        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+        self.env_id_or_factory = env_id_or_factory
+        self.group_size = group_size
+        self.seed = seed
+        self.make_kwargs = make_kwargs
+        self._envs: list[GymEnvAdapter] = []
+
+    def _make_gym_env(self) -> gym.Env:
+        if isinstance(self.env_id_or_factory, str):
+            return gym.make(self.env_id_or_factory, **self.make_kwargs)
+        env = self.env_id_or_factory(**self.make_kwargs)
+        if not isinstance(env, gym.Env):
+            raise TypeError(
+                f"the env factory {self.env_id_or_factory!r} returned {type(env).__name__}, "
+                "expected a gymnasium.Env"
+            )
+        return env
+
+    async def make_envs(self) -> Sequence[Env]:
+        envs = [GymEnvAdapter(self._make_gym_env(), self.seed) for _ in range(self.group_size)]
+        self._envs += envs
+        return envs
+
+    async def compute_group_rewards(
+        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
+    ) -> list[tuple[float, Metrics]]:
+        if not env_group:
+            return [(0.0, {}) for _ in trajectory_group]
+        first = env_group[0]
+        gym_env = first.gym_env.unwrapped if isinstance(first, GymEnvAdapter) else None
+        group_fn = getattr(gym_env, "compute_group_rewards", None)
+        if group_fn is None:
+            return [(0.0, {}) for _ in trajectory_group]
+        # A TextEnv's source judges its own seed-API episodes; other envs get the Gymnasium envs.
+        inner = [
+            (e.seed_api_env or e.gym_env.unwrapped) if isinstance(e, GymEnvAdapter) else e
+            for e in env_group
+        ]
+        return list(await group_fn(trajectory_group, inner))
+
+    async def cleanup(self) -> None:
+        envs, self._envs = self._envs, []
+        for env in envs:
+            env.gym_env.close()
+
+    def logging_tags(self) -> list[str]:
+        if isinstance(self.env_id_or_factory, str):
+            return [self.env_id_or_factory]
+        return [getattr(self.env_id_or_factory, "__name__", type(self.env_id_or_factory).__name__)]
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_envs"] = []  # live envs stay in their process
+        return state
+
+    def __repr__(self) -> str:
+        return (
+            f"GymEnvGroupBuilder({self.env_id_or_factory!r}, group_size={self.group_size}, "
+            f"seed={self.seed}, **{self.make_kwargs!r})"
+        )
+
+
+def _accepts_split(env_id_or_factory: str | EnvFactory) -> bool:
+    """Whether the env takes a `split` argument: llm-gym's `TextEnv`s do; others only if their
+    entry point / factory declares a parameter named `split`."""
+    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
+
+    if isinstance(env_id_or_factory, str):
+        spec = gym.spec(env_id_or_factory)
+        if spec.entry_point == TEXT_ENV_ENTRY_POINT:
+            return True
+        creator: Any = spec.entry_point
+        if isinstance(creator, str):
+            from gymnasium.envs.registration import load_env_creator
+
+            creator = load_env_creator(creator)
+    else:
+        creator = env_id_or_factory
+    try:
+        return "split" in inspect.signature(creator).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class GymRLDataset(RLDataset):
+    """Batches of `GymEnvGroupBuilder`s over one env: `get_batch(i)` is deterministic.
+
+    Args:
+        env_id: a registered env id or a picklable factory (as for `GymEnvGroupBuilder`).
+        batch_size: groups per batch.
+        group_size: episodes per group (all on one task).
+        seed: the dataset's seed; group `j` of batch `i` resets with a seed derived from
+            `SeedSequence(seed, spawn_key=(split stream, i, j))`.
+        split: `"train"` or `"test"`. The two splits draw from disjoint seed streams, and when the
+            env accepts a `split` argument (every llm-gym env does: its source keeps disjoint task
+            sets per split) `split` is also passed to `gym.make`.
+        n_batches: `len(dataset)`; defaults to `DEFAULT_N_BATCHES` (10,000), more steps than a
+            typical run takes. Seeds never repeat within it.
+        **make_kwargs: passed to `gym.make` / the factory.
+    """
+
+    def __init__(
+        self,
+        env_id: str | EnvFactory,
+        batch_size: int,
+        group_size: int,
+        seed: int = 0,
+        split: str = "train",
+        n_batches: int = DEFAULT_N_BATCHES,
+        **make_kwargs: Any,
+    ) -> None:
+        if split not in _SPLIT_STREAMS:
+            raise ValueError(f"split must be one of {sorted(_SPLIT_STREAMS)}, got {split!r}")
+        for name, value in (("batch_size", batch_size), ("group_size", group_size), ("n_batches", n_batches)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        if "split" in make_kwargs:
+            raise TypeError("pass split as GymRLDataset(split=...), not among the make kwargs")
+        self.env_id = env_id
+        self.batch_size = batch_size
+        self.group_size = group_size
+        self.seed = seed
+        self.split = split
+        self.n_batches = n_batches
+        self.make_kwargs = dict(make_kwargs)
+        if _accepts_split(env_id):
+            self.make_kwargs["split"] = split
+
+    def __len__(self) -> int:
+        return self.n_batches
+
+    def group_seed(self, index: int, group: int) -> int:
+        """The reset seed of group `group` in batch `index` (a 63-bit int)."""
+        seq = np.random.SeedSequence(self.seed, spawn_key=(_SPLIT_STREAMS[self.split], index, group))
+        return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+    def get_batch(self, index: int) -> list[GymEnvGroupBuilder]:
+        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+            raise TypeError(f"batch index must be an int, got {type(index).__name__}")
+        if not 0 <= index < self.n_batches:
+            raise IndexError(f"batch index {index} is out of range for {self.n_batches} batches")
+        return [
+            GymEnvGroupBuilder(
+                self.env_id, self.group_size, self.group_seed(int(index), j), **self.make_kwargs
+            )
+            for j in range(self.batch_size)
+        ]

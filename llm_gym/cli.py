@@ -15,11 +15,13 @@ from typing import Callable, Sequence
 COMMANDS: dict[str, str] = {
     "train": "trainers.cli_train:train_main",
     "plot": "trainers.cli_train:plot_main",
+    "export": "trainers.adapters.datasets_export:main",
 }
 
 SUMMARIES: dict[str, str] = {
     "train": "SFT warm start + GRPO on an llm/ environment (no arguments: tiny model, llm/Math-v0)",
     "plot": "write a PNG reward/accuracy curve of a run: llm-gym plot RUN_DIR",
+    "export": "write an env's tasks as a dataset (jsonl/arrow) for SFT or eval: llm-gym export ENV_ID --n N --out PATH",
 }
 
 

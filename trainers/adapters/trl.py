@@ -120,6 +120,17 @@ def _completion_text(completion: Any) -> str:
     raise TypeError(f"completion must be a str or a list of messages, got {type(completion).__name__}")
 
 
+_END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>")
+
+
+def _end_ids(tokenizer: Any) -> list[int]:
+    """EOS plus the end-of-turn tokens a chat model's generation config usually stops on."""
+    ids = [] if tokenizer.eos_token_id is None else [int(tokenizer.eos_token_id)]
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    ids += [int(vocab[t]) for t in _END_OF_TURN_TOKENS if t in vocab]
+    return ids
+
+
 class EnvReward:
     """A TRL reward function that scores completions with the row's own llm-gym env.
 
@@ -129,8 +140,9 @@ class EnvReward:
 
     Args:
         tokenizer: the trainer's tokenizer (optional). With it, a completion whose ids do not end in
-            its EOS token counts as truncated, so the env applies its format penalty exactly as in
-            an llm-gym rollout; without it every completion counts as finished.
+            its EOS or an end-of-turn token (`<|im_end|>`, `<|eot_id|>`, ...) counts as truncated,
+            so the env applies its format penalty exactly as in an llm-gym rollout; without it
+            every completion counts as finished.
         eos_token_ids: explicit end-of-sequence ids (overrides `tokenizer`).
         record: keep every `ScoredCompletion` in `self.history` (always kept for the last batch in
             `self.last_batch`).
@@ -145,8 +157,8 @@ class EnvReward:
         record: bool = False,
         name: str = "llm_gym_env",
     ) -> None:
-        if eos_token_ids is None and tokenizer is not None and tokenizer.eos_token_id is not None:
-            eos_token_ids = [int(tokenizer.eos_token_id)]
+        if eos_token_ids is None and tokenizer is not None:
+            eos_token_ids = _end_ids(tokenizer)
         elif isinstance(eos_token_ids, int):
             eos_token_ids = [eos_token_ids]
         self.eos_token_ids = None if eos_token_ids is None else frozenset(int(i) for i in eos_token_ids)

@@ -43,13 +43,16 @@ def as_token_ids(tokens: object, *, what: str = "token ids") -> tuple[int, ...]:
     if kinds <= {int}:
         ids = tuple(tokens)
     else:
-        bad = next((t for t in tokens if type(t) is bool or not _is_index(t)), None)
-        if bad is not None:
+        bad = next((t for t in tokens if type(t) is bool or not _is_index(t)), _NONE)
+        if bad is not _NONE:
             raise TypeError(f"{what} must be ints, got {type(bad).__name__} {bad!r}")
         ids = tuple(map(operator.index, tokens))  # numpy integer scalars
     if ids and min(ids) < 0:
         raise ValueError(f"{what} must be non-negative, got {min(ids)}")
     return ids
+
+
+_NONE = object()
 
 
 def _is_index(x: object) -> bool:

@@ -109,10 +109,17 @@ class TurnContinuation:
             tail += self._after_end + self._user_header
             tail += tok.encode(user_text, add_special_tokens=False) + self._assistant_header
             return prev_ob.append(action + tail)
-        # role_colon: the stop text "\n\nUser:" doubles as the next user header.
+        # role_colon: the stop text "\n\nUser:" doubles as the next user header; pieces are
+        # encoded as the renderer encodes them (header "User:", body " text\n\n").
         text = tok.decode(action, skip_special_tokens=True) if action else ""
         eos = getattr(tok, "eos_token_id", None)
-        ended_with_stop = text.endswith(ROLE_COLON_STOP_TEXT) and (not action or action[-1] != eos)
-        joiner = "" if ended_with_stop else ROLE_COLON_STOP_TEXT
-        tail_text = f"{joiner} {user_text}\n\nAssistant:"
-        return prev_ob.append(action + tok.encode(tail_text, add_special_tokens=False))
+        ended_by_eos = bool(action) and action[-1] == eos
+        if text.endswith(ROLE_COLON_STOP_TEXT) and not ended_by_eos:
+            tail = []
+        elif text.endswith("\n\n") and not ended_by_eos:
+            tail = tok.encode("User:", add_special_tokens=False)
+        else:
+            tail = tok.encode("\n\n", add_special_tokens=False) + tok.encode("User:", add_special_tokens=False)
+        tail += tok.encode(" " + user_text + "\n\n", add_special_tokens=False)
+        tail += tok.encode("Assistant:", add_special_tokens=False)
+        return prev_ob.append(action + tail)

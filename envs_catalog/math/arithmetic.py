@@ -86,7 +86,7 @@ class MathEnv(ProblemEnv):
         self.max_chars = max_chars
         self._graded: tuple[str, Grade] | None = None
 
-    def _grade(self, sample_str: str) -> Grade:
+    def _grade_numeric(self, sample_str: str) -> Grade:
         # ProblemEnv.step asks check_format and check_answer about the same string: grade once.
         if self._graded is None or self._graded[0] != sample_str:
             self._graded = (sample_str, grade_numeric(sample_str, self.answer, max_chars=self.max_chars))
@@ -96,10 +96,10 @@ class MathEnv(ProblemEnv):
         return self.question
 
     def check_format(self, sample_str: str) -> bool:
-        return self._grade(sample_str).format_ok
+        return self._grade_numeric(sample_str).format_ok
 
     def check_answer(self, sample_str: str) -> bool:
-        return self._grade(sample_str).correct
+        return self._grade_numeric(sample_str).correct
 
     def get_reference_answer(self) -> str:
         return str(self.answer)

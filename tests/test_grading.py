@@ -1,0 +1,179 @@
+"""Answer extraction, numeric grading and the grader timeout guard (llm_gym.grading)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from fractions import Fraction
+
+import pytest
+
+from llm_gym.grading import (
+    MAX_RESPONSE_CHARS,
+    AnswerStatus,
+    agrade_with_timeout,
+    extract_answer,
+    extract_single_integer,
+    grade_numeric,
+    grade_with_timeout,
+    parse_number,
+)
+
+
+@pytest.mark.parametrize(
+    "response",
+    ["68", "  68\n", "\\boxed{68}", "The sum is \\boxed{68}.", "Answer: 68", "answer = 68",
+     "**Answer:** 68", "Final answer: 68.", "The answer is 68.", "Work: 60+8\nAnswer: 68",
+     "\\boxed{68} so Answer: 68", "Answer: \\boxed{68}", "+68", "68.0", "$68$"],
+)
+def test_correct_forms_get_credit(response):
+    grade = grade_numeric(response, 68)
+    assert grade.correct and grade.format_ok and grade.status == "ok"
+
+
+@pytest.mark.parametrize(
+    "response,status",
+    [
+        ("5 or 6", "not_a_number"),
+        ("68 or 69", "not_a_number"),
+        ("66 67 68 69 70", "not_a_number"),
+        ("the answer is 66, 67, 68", "not_a_number"),
+        ("\\boxed{67} \\boxed{68}", "conflicting"),
+        ("Answer: 67\nAnswer: 68", "conflicting"),
+        ("\\boxed{68} is it.\nAnswer: 67", "conflicting"),
+        ("\\boxed{68", "malformed"),
+        ("\\boxed{}", "empty"),
+        ("", "empty"),
+        ("   \n ", "empty"),
+        ("6\ufffd8", "invalid_text"),
+        ("68" + " " * MAX_RESPONSE_CHARS, "too_long"),
+        ("sixty-eight", "not_a_number"),
+        ("6.8e1", "not_a_number"),
+    ],
+)
+def test_gaming_and_garbage_get_no_credit(response, status):
+    grade = grade_numeric(response, 68)
+    assert not grade.correct
+    assert not grade.format_ok
+    assert grade.status == status
+
+
+def test_wrong_number_is_well_formed_but_incorrect():
+    grade = grade_numeric("67", 68)
+    assert grade.format_ok and not grade.correct and grade.value == 67
+
+
+def test_huge_output_is_refused_before_any_regex():
+    # 10 MB of text that would be slow for a backtracking regex if it were scanned.
+    huge = "Answer: " + "1 " * 5_000_000
+    start = time.perf_counter()
+    extraction = extract_answer(huge)
+    assert extraction.status is AnswerStatus.TOO_LONG
+    assert time.perf_counter() - start < 0.05
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [("1,234", 1234), ("-1,234,567", -1234567), ("+5", 5), ("5.0", 5), ("\u22127", -7),
+     ("0.50", Fraction(1, 2)), ("3/4", Fraction(3, 4)), ("42.", 42), ("**12**", 12)],
+)
+def test_parse_number_normalisations(text, value):
+    assert parse_number(text) == value
+
+
+@pytest.mark.parametrize("text", ["1,23", "12,34,567", "1/0", "5 6", "five", "1e5", "--5", "9" * 65])
+def test_parse_number_refuses_non_numbers(text):
+    assert parse_number(text) is None
+
+
+def test_integers_compare_exactly():
+    big = 10**17 + 1
+    assert grade_numeric(str(big), big).correct
+    assert not grade_numeric(str(big - 1), big).correct
+    assert not grade_numeric("68.5", 68).correct
+
+
+def test_string_target_and_bad_target():
+    assert grade_numeric("1,000", "1000").correct
+    with pytest.raises(ValueError, match="not a number"):
+        grade_numeric("5", "five")
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [("7", 7), ("My guess is 7.", 7), ("Answer: 7", 7), ("\\boxed{7}", 7), ("7 or 8", None),
+     ("", None), ("seven", None), ("7.5", None), ("I pick 3 then 4", None)],
+)
+def test_extract_single_integer(text, expected):
+    value, status = extract_single_integer(text)
+    assert value == expected
+    assert (status is AnswerStatus.OK) == (expected is not None)
+
+
+# --- timeout guard ------------------------------------------------------------------------------
+def _hangs(event: threading.Event) -> bool:
+    event.wait(30)  # "forever" for the test; released at the end so the thread exits
+    return True
+
+
+def test_grade_with_timeout_returns_promptly_on_a_hanging_grader():
+    release = threading.Event()
+    try:
+        start = time.perf_counter()
+        result = grade_with_timeout(_hangs, release, timeout_s=0.2)
+        elapsed = time.perf_counter() - start
+    finally:
+        release.set()
+    assert result.timed_out and result.score == 0.0 and "exceeded" in (result.error or "")
+    assert elapsed < 2.0
+
+
+def test_grade_with_timeout_passes_scores_and_errors_through():
+    assert grade_with_timeout(lambda a, b: a == b, 3, 3, timeout_s=5).score == 1.0
+    assert grade_with_timeout(lambda: 0.25, timeout_s=5).score == 0.25
+    failed = grade_with_timeout(lambda: 1 / 0, timeout_s=5)
+    assert failed.score == 0.0 and not failed.timed_out and "ZeroDivisionError" in failed.error
+    odd = grade_with_timeout(lambda: "yes", timeout_s=5)
+    assert odd.score == 0.0 and "non-number" in odd.error
+    with pytest.raises(ValueError, match="timeout_s"):
+        grade_with_timeout(lambda: 1, timeout_s=0)
+
+
+def test_grade_with_timeout_with_an_executor():
+    release = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        try:
+            result = grade_with_timeout(_hangs, release, timeout_s=0.2, executor=pool)
+        finally:
+            release.set()
+        assert result.timed_out and result.score == 0.0
+        assert grade_with_timeout(lambda: True, timeout_s=5, executor=pool).score == 1.0
+
+
+def test_agrade_with_timeout_keeps_the_event_loop_free():
+    release = threading.Event()
+
+    async def main():
+        ticks = 0
+
+        async def ticker():
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        result = await agrade_with_timeout(_hangs, release, timeout_s=0.3)
+        ok = await agrade_with_timeout(lambda: True, timeout_s=5)
+        task.cancel()
+        return result, ok, ticks
+
+    try:
+        result, ok, ticks = asyncio.run(main())
+    finally:
+        release.set()
+    assert result.timed_out and result.score == 0.0
+    assert ok.score == 1.0 and not ok.timed_out
+    assert ticks >= 5  # the loop kept running while the grader hung

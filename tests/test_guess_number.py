@@ -1,0 +1,191 @@
+"""llm/GuessNumber-v0: binary search wins, rewards, prefix property, splits, determinism."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+
+import numpy as np
+import pytest
+
+from envs_catalog._common import TurnContinuation
+from envs_catalog.games.guess_number import GuessNumberSource, held_out_secrets
+from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
+from llm_gym.completers import TokenCompleter
+from llm_gym.rl import do_single_rollout, trajectory_to_data
+
+TOK = load_tokenizer()
+IM_END = TOK.convert_tokens_to_ids("<|im_end|>")
+RENDERERS = {"chatml": get_renderer("chatml", TOK), "role_colon": get_renderer("role_colon", TOK)}
+
+
+def encode_reply(renderer_name: str, text: str) -> list[int]:
+    if renderer_name == "chatml":
+        return TOK.encode(text) + [IM_END]
+    return TOK.encode(" " + text + "\n\nUser:")
+
+
+class BinarySearch(TokenCompleter):
+    """Reads the last feedback from the observation text and bisects."""
+
+    def __init__(self, renderer_name: str, max_number: int):
+        self.renderer_name, self.lo, self.hi, self.last = renderer_name, 1, max_number, None
+
+    async def __call__(self, model_input, stop, *, max_tokens=None):
+        text = TOK.decode(model_input.to_ints())
+        tail = text[-40:]
+        if self.last is not None:
+            if "Higher" in tail:
+                self.lo = self.last + 1
+            elif "Lower" in tail:
+                self.hi = self.last - 1
+        self.last = (self.lo + self.hi) // 2
+        tokens = encode_reply(self.renderer_name, str(self.last))
+        return TokensWithLogprobs(tokens, [-0.5] * len(tokens))
+
+
+@pytest.mark.parametrize("renderer_name", ["chatml", "role_colon"])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_binary_search_always_wins_with_prefix_property(renderer_name, split):
+    src = GuessNumberSource(renderer=RENDERERS[renderer_name], split=split, max_number=50,
+                            max_turns=6)
+    assert math.ceil(math.log2(51)) <= 6
+    for seed in range(40):
+        env = src.make_env(np.random.default_rng(seed))
+        traj = asyncio.run(do_single_rollout(BinarySearch(renderer_name, 50), env))
+        assert traj.stop_reason is None
+        assert sum(t.reward for t in traj.transitions) == 1.0
+        assert traj.transitions[-1].metrics["solved"] == 1.0
+        for before, after in zip(traj.transitions, traj.transitions[1:]):
+            expected_prefix = before.ob.to_ints() + before.ac.tokens
+            assert after.ob.to_ints()[: len(expected_prefix)] == expected_prefix
+        assert len(trajectory_to_data(traj, 1.0)) == 1  # one datum per game
+
+
+def test_chatml_continuation_equals_a_full_rerender():
+    renderer = RENDERERS["chatml"]
+    cont = TurnContinuation(renderer)
+    convo = [{"role": "user", "content": "Guess."}]
+    ob = cont.first(convo)
+    for guess, feedback in [("10", "Higher."), ("15", "Lower.")]:
+        ob = cont.next(ob, encode_reply("chatml", guess), feedback)
+        convo += [{"role": "assistant", "content": guess}, {"role": "user", "content": feedback}]
+        assert ob == renderer.build_generation_prompt(convo)
+
+
+def test_role_colon_continuation_equals_a_full_rerender():
+    renderer = RENDERERS["role_colon"]
+    cont = TurnContinuation(renderer)
+    convo = [{"role": "user", "content": "Guess."}]
+    ob = cont.first(convo)
+    ob = cont.next(ob, TOK.encode(" 10\n\nUser:"), "Higher.")
+    convo += [{"role": "assistant", "content": "10"}, {"role": "user", "content": "Higher."}]
+    assert ob == renderer.build_generation_prompt(convo)
+    # an action without the stop text still extends the observation and closes the turn
+    ob2 = cont.next(ob, TOK.encode(" 12"), "Lower.")
+    assert ob2.to_ints()[: ob.length] == ob.to_ints()
+    assert TOK.decode(ob2.to_ints()).endswith("Assistant: 12\n\nUser: Lower.\n\nAssistant:")
+
+
+def test_unsupported_renderer_is_a_clear_error():
+    class Other(type(RENDERERS["chatml"]).__mro__[1]):  # a bare Renderer subclass
+        def build_generation_prompt(self, *a, **k): ...
+        def get_stop_sequences(self): return []
+        def parse_response(self, tokens): ...
+        def build_supervised_example(self, *a, **k): ...
+
+    with pytest.raises(NotImplementedError, match="chatml"):
+        GuessNumberSource(renderer=Other(TOK))
+
+
+def play(src, seed, replies):
+    """Play `replies` (token lists); return the list of StepResults and observations."""
+    env = src.make_env(np.random.default_rng(seed))
+
+    async def go():
+        ob, _ = await env.initial_observation()
+        obs, results = [ob], []
+        for action in replies:
+            result = await env.step(action)
+            results.append(result)
+            if result.episode_done:
+                break
+            assert result.next_observation.to_ints()[: ob.length + len(action)] == ob.to_ints() + action
+            ob = result.next_observation
+            obs.append(ob)
+        return env, obs, results
+
+    return asyncio.run(go())
+
+
+def test_wrong_guesses_until_out_of_turns_score_zero():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=3)
+    env = src.make_env(np.random.default_rng(0))
+    wrong = 1 if env.secret != 1 else 2
+    env, obs, results = play(src, 0, [encode_reply("chatml", str(wrong))] * 5)
+    assert len(results) == 3 and results[-1].episode_done
+    assert [r.reward for r in results] == [0.0, 0.0, 0.0]
+    assert results[-1].metrics["solved"] == 0.0 and results[-1].metrics["turns"] == 3
+    assert TOK.decode(obs[1].to_ints()).endswith("Higher.<|im_end|>\n<|im_start|>assistant\n")
+
+
+@pytest.mark.parametrize(
+    "bad_action",
+    [TOK.encode("5 or 6") + [IM_END], TOK.encode("") + [IM_END], TOK.encode("99") + [IM_END],
+     TOK.encode("seven") + [IM_END], TOK.encode("10"), [0xFF, 0xFE, IM_END]],
+)
+def test_invalid_turns_are_penalised_and_the_game_continues(bad_action):
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=4)
+    env = src.make_env(np.random.default_rng(1))
+    _, obs, results = play(src, 1, [bad_action, encode_reply("chatml", str(env.secret))])
+    assert results[0].reward == pytest.approx(-0.1) and results[0].metrics["invalid"] == 1.0
+    assert not results[0].episode_done
+    assert "Invalid. Reply with one whole number from 1 to 20." in TOK.decode(obs[1].to_ints())
+    assert results[1].reward == 1.0 and results[1].metrics["invalid_turns"] == 1
+    assert sum(r.reward for r in results) == pytest.approx(0.9)
+
+
+def test_out_of_vocab_ids_end_the_game_with_the_penalty():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"])
+    _, _, results = play(src, 0, [[10**9, 5, IM_END]])
+    assert results[0].episode_done and results[0].reward == pytest.approx(-0.1)
+    lo, hi = src.reward_range
+    assert (lo, hi) == (pytest.approx(-0.8), 1.0) and lo <= results[0].reward <= hi
+
+
+def test_determinism_and_variety():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=100)
+    secret = lambda seed: src.make_env(np.random.default_rng(seed)).secret  # noqa: E731
+    assert secret(5) == secret(5)
+    assert len({secret(s) for s in range(200)}) >= 50
+    a, obs_a, res_a = play(src, 9, [encode_reply("chatml", "50")] * 2)
+    b, obs_b, res_b = play(src, 9, [encode_reply("chatml", "50")] * 2)
+    assert obs_a == obs_b and [r.reward for r in res_a] == [r.reward for r in res_b]
+
+
+@pytest.mark.parametrize("max_number", [4, 5, 6, 20, 50, 1000])
+def test_splits_are_disjoint_and_cover_all_secrets(max_number):
+    train, test = held_out_secrets(max_number, "train"), held_out_secrets(max_number, "test")
+    assert train and test and not set(train) & set(test)
+    assert sorted(train + test) == list(range(1, max_number + 1))
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], split="test", max_number=max_number)
+    assert {src.make_env(np.random.default_rng(s)).secret for s in range(50)} <= set(test)
+
+
+@pytest.mark.parametrize(
+    "knobs,pattern",
+    [({"max_number": 3}, r"max_number must be in \[4, 10000\], got 3"),
+     ({"max_turns": 0}, r"max_turns must be in \[1, 100\], got 0"),
+     ({"invalid_penalty": -1}, r"invalid_penalty must be in"),
+     ({"max_numbr": 10}, r"unknown option")],
+)
+def test_bad_knobs_are_named(knobs, pattern):
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        GuessNumberSource(renderer=RENDERERS["chatml"], **knobs)
+
+
+def test_prompt_states_the_rules():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=50, max_turns=7)
+    ob, _ = asyncio.run(src.make_env(np.random.default_rng(0)).initial_observation())
+    assert re.search(r"from 1 to 50\..*You have 7 guesses", TOK.decode(ob.to_ints()))

@@ -96,6 +96,8 @@ async def _finish_suspended(coro: Coroutine[Any, Any, _T], yielded: Any) -> _T:
         if yielded is None:  # a bare `yield` (asyncio.sleep(0))
             await asyncio.sleep(0)
         else:  # an asyncio future the coroutine is blocked on
+            if getattr(yielded, "_asyncio_future_blocking", False):
+                yielded._asyncio_future_blocking = False  # as asyncio.Task does before waiting
             try:
                 await yielded
             except BaseException:
@@ -359,6 +361,12 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
             self._transcript = list(next_obs)
         else:
             self._transcript += next_obs
+
+    def __del__(self) -> None:
+        # An env dropped without close() must not leak its loop's file descriptors (or warn).
+        loop = self.__dict__.get("_loop")
+        if loop is not None and not loop.is_running() and not loop.is_closed():
+            loop.close()
 
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()

@@ -1,0 +1,250 @@
+"""llm/TicTacToe-v0: rules, minimax, rewards, prefix property, determinism, and self-play groups."""
+
+from __future__ import annotations
+
+import asyncio
+import pickle
+import re
+
+import numpy as np
+import pytest
+
+from envs_catalog.games.tictactoe import (
+    EMPTY_BOARD,
+    TicTacToeSelfPlayGroupBuilder,
+    TicTacToeSource,
+    _value,
+    free_cells,
+    optimal_moves,
+    play,
+    render_board,
+    winner,
+)
+from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
+from llm_gym.completers import TokenCompleter
+from llm_gym.rl import RolloutLimits, do_group_rollout, do_single_rollout, trajectory_to_data
+
+TOK = load_tokenizer()
+IM_END = TOK.convert_tokens_to_ids("<|im_end|>")
+CHATML = get_renderer("chatml", TOK)
+
+
+def reply(text: str) -> list[int]:
+    return TOK.encode(text) + [IM_END]
+
+
+def board_from_text(text: str) -> tuple[str, str]:
+    """(board, my mark) read back from an observation's text (the last board shown)."""
+    rows = re.findall(r"^([1-9XO])\|([1-9XO])\|([1-9XO])$", text, flags=re.MULTILINE)[-3:]
+    cells = "".join("".join(r) for r in rows)
+    mark = re.search(r"You are ([XO])", text).group(1)
+    return "".join(c if c in "XO" else " " for c in cells), mark
+
+
+class OptimalPlayer(TokenCompleter):
+    """Reads the board from the observation and plays the first minimax-optimal cell."""
+
+    async def __call__(self, model_input, stop, *, max_tokens=None):
+        board, mark = board_from_text(TOK.decode(model_input.to_ints()))
+        return TokensWithLogprobs(reply(str(optimal_moves(board, mark)[0])), None)
+
+
+class Scripted(TokenCompleter):
+    """Replies with the given texts in call order (shared by both self-play players)."""
+
+    def __init__(self, texts):
+        self.texts = list(texts)
+
+    async def __call__(self, model_input, stop, *, max_tokens=None):
+        return TokensWithLogprobs(reply(self.texts.pop(0)), None)
+
+
+# --- rules ------------------------------------------------------------------------------------
+def test_rules_and_rendering():
+    board = play(play(EMPTY_BOARD, 5, "X"), 1, "O")
+    assert render_board(board) == "O|2|3\n4|X|6\n7|8|9"
+    assert free_cells(board) == [2, 3, 4, 6, 7, 8, 9]
+    assert winner("XXX      ") == "X" and winner("O   O   O") == "O" and winner(board) is None
+    assert _value(EMPTY_BOARD, "X") == 0  # perfect play draws
+    # X to move can win at once on 3; minimax must see it
+    assert optimal_moves("XX OO    ", "X") == (3,)
+    # O must block X's row
+    assert optimal_moves("XX  O    ", "O") == (3,)
+
+
+# --- single agent -----------------------------------------------------------------------------
+@pytest.mark.parametrize("agent_first", [True, False])
+def test_optimal_agent_draws_optimal_opponent_and_never_loses_to_random(agent_first):
+    for opponent in ("optimal", "random"):
+        src = TicTacToeSource(renderer=CHATML, opponent=opponent, agent_first=agent_first)
+        outcomes = []
+        for seed in range(25):
+            traj = asyncio.run(do_single_rollout(OptimalPlayer(), src.make_env(np.random.default_rng(seed))))
+            assert traj.stop_reason is None
+            for before, after in zip(traj.transitions, traj.transitions[1:]):
+                prefix = before.ob.to_ints() + before.ac.tokens
+                assert after.ob.to_ints()[: len(prefix)] == prefix
+            assert len(trajectory_to_data(traj, 1.0)) == 1
+            outcomes.append(sum(t.reward for t in traj.transitions))
+        if opponent == "optimal":
+            assert outcomes == [0.0] * 25
+        else:
+            assert min(outcomes) >= 0.0 and outcomes.count(1.0) >= 10
+
+
+def test_losing_to_the_optimal_opponent_scores_minus_one():
+    src = TicTacToeSource(renderer=CHATML, opponent="optimal", agent_first=True)
+
+    class Worst(TokenCompleter):  # always the lowest free cell: loses to minimax
+        async def __call__(self, model_input, stop, *, max_tokens=None):
+            board, _ = board_from_text(TOK.decode(model_input.to_ints()))
+            return TokensWithLogprobs(reply(str(free_cells(board)[0])), None)
+
+    traj = asyncio.run(do_single_rollout(Worst(), src.make_env(np.random.default_rng(0))))
+    assert traj.transitions[-1].reward == -1.0 and traj.transitions[-1].metrics["loss"] == 1.0
+
+
+def _occupied(board: str) -> list[int]:
+    return reply(str(board.index("X") + 1))
+
+
+@pytest.mark.parametrize(
+    "action,status",
+    [(_occupied, "occupied"), (reply("10"), "out_of_range"), (reply("0"), "out_of_range"),
+     (reply("3 or 4"), "conflicting"), (reply(""), "empty"), (TOK.encode("3"), "length"),
+     ([10**9, IM_END], "malformed"), (reply("\ufffd"), "invalid_text")],
+)
+def test_illegal_moves_score_minus_one_and_end_the_game(action, status):
+    src = TicTacToeSource(renderer=CHATML, opponent="optimal", agent_first=False)
+    env = src.make_env(np.random.default_rng(0))
+
+    async def go():
+        await env.initial_observation()
+        assert env.board.count("X") == 1  # the opponent opened
+        return await env.step(action(env.board) if callable(action) else action)
+
+    result = asyncio.run(go())
+    assert result.episode_done and result.reward == -1.0
+    assert result.metrics["illegal_move"] == 1.0 and result.logs["move_status"] == status
+    assert src.reward_range == (-1.0, 1.0)
+
+
+def test_prompt_shows_the_board_and_the_rules():
+    src = TicTacToeSource(renderer=CHATML, agent_first=False)
+    env = src.make_env(np.random.default_rng(0))
+    ob, _ = asyncio.run(env.initial_observation())
+    text = TOK.decode(ob.to_ints())
+    assert "You are O, I am X" in text and "Reply with the number of the cell you take." in text
+    board, mark = board_from_text(text)
+    assert mark == "O" and board.count("X") == 1 and board == env.board
+
+
+def test_same_seed_same_game_and_seeds_vary():
+    src = TicTacToeSource(renderer=CHATML)  # random opponent, random side
+
+    def transcript(seed):
+        class FirstFree(TokenCompleter):
+            async def __call__(self, model_input, stop, *, max_tokens=None):
+                board, _ = board_from_text(TOK.decode(model_input.to_ints()))
+                return TokensWithLogprobs(reply(str(free_cells(board)[0])), None)
+
+        traj = asyncio.run(do_single_rollout(FirstFree(), src.make_env(np.random.default_rng(seed))))
+        return [t.ob.to_ints() for t in traj.transitions], [t.reward for t in traj.transitions]
+
+    assert transcript(3) == transcript(3)
+    first_obs = {tuple(transcript(seed)[0][0]) for seed in range(20)}
+    assert len(first_obs) >= 4  # both sides and several opponent openings
+
+
+def test_splits_use_disjoint_opponent_seeds():
+    """Train games seed the opponent with even seeds, test games with odd ones."""
+    train = TicTacToeSource(renderer=CHATML, split="train")
+    test = TicTacToeSource(renderer=CHATML, split="test")
+    import envs_catalog.games.tictactoe as ttt
+
+    captured = []
+    original = ttt.TicTacToeEnv.__init__
+
+    def spy(self, *args, **kwargs):
+        captured.append(kwargs["seed"])
+        original(self, *args, **kwargs)
+
+    ttt.TicTacToeEnv.__init__ = spy
+    try:
+        for s in range(20):
+            train.make_env(np.random.default_rng(s))
+            test.make_env(np.random.default_rng(s))
+    finally:
+        ttt.TicTacToeEnv.__init__ = original
+    assert {c % 2 for c in captured[0::2]} == {0} and {c % 2 for c in captured[1::2]} == {1}
+
+
+@pytest.mark.parametrize(
+    "knobs,pattern",
+    [({"opponent": "perfect"}, r"opponent must be one of \['random', 'optimal'\], got 'perfect'"),
+     ({"agent_first": 1}, r"agent_first must be one of \[True, False, 'random'\], got 1"),
+     ({"illegal_reward": 1.0}, r"illegal_reward must be in \[-1.0, 0.0\], got 1.0"),
+     ({"board_size": 4}, r"unknown option")],
+)
+def test_bad_knobs_are_named(knobs, pattern):
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        TicTacToeSource(renderer=CHATML, **knobs)
+
+
+# --- self-play --------------------------------------------------------------------------------
+def test_selfplay_known_game_x_wins():
+    builder = TicTacToeSelfPlayGroupBuilder(CHATML)
+    builder = pickle.loads(pickle.dumps(builder))
+    # X: 1, O: 4, X: 2, O: 5, X: 3 (top row)
+    group = asyncio.run(do_group_rollout(builder, Scripted(["1", "4", "2", "5", "3"])))
+    assert group.final_rewards_G == [1.0, -1.0]
+    assert group.metrics_G[0]["win"] == 1.0 and group.metrics_G[1]["loss"] == 1.0
+    x_traj, o_traj = group.trajectories_G
+    assert [len(x_traj.transitions), len(o_traj.transitions)] == [3, 2]
+    o_last = TOK.decode(o_traj.transitions[-1].ob.to_ints())
+    assert "I played 2.\nX|X|3\nO|5|6\n7|8|9\nYour move." in o_last
+    for traj in group.trajectories_G:
+        for before, after in zip(traj.transitions, traj.transitions[1:]):
+            prefix = before.ob.to_ints() + before.ac.tokens
+            assert after.ob.to_ints()[: len(prefix)] == prefix
+
+
+def test_selfplay_optimal_players_draw_in_several_games():
+    builder = TicTacToeSelfPlayGroupBuilder(CHATML, num_games=3)
+    group = asyncio.run(do_group_rollout(builder, OptimalPlayer()))
+    assert len(group.trajectories_G) == 6
+    assert group.final_rewards_G == [0.0] * 6
+    assert all(m["draw"] == 1.0 for m in group.metrics_G)
+
+
+def test_selfplay_illegal_move_loses():
+    # X: 5, O: 5 (occupied)
+    group = asyncio.run(do_group_rollout(TicTacToeSelfPlayGroupBuilder(CHATML), Scripted(["5", "5"])))
+    assert group.final_rewards_G == [1.0, -1.0]
+    assert group.metrics_G[1]["illegal_move"] == 1.0
+
+
+def test_selfplay_illegal_first_move_still_ends_both_episodes():
+    group = asyncio.run(
+        do_group_rollout(TicTacToeSelfPlayGroupBuilder(CHATML), Scripted(["nope", "anything"]))
+    )
+    assert group.final_rewards_G == [-1.0, 1.0]
+    assert all(t.transitions[-1].episode_done for t in group.trajectories_G)
+
+
+def test_selfplay_abandoned_game_times_out_instead_of_deadlocking():
+    builder = TicTacToeSelfPlayGroupBuilder(CHATML, move_timeout_s=0.2)
+    group = asyncio.run(asyncio.wait_for(
+        do_group_rollout(builder, OptimalPlayer(), limits=RolloutLimits(max_turns=1)), 10
+    ))
+    assert group.final_rewards_G == [0.0, 0.0]
+    assert all(m["abandoned"] == 1.0 for m in group.metrics_G)
+
+
+def test_source_makes_selfplay_builders():
+    builder = TicTacToeSource(renderer=CHATML).selfplay_group_builder(num_games=2)
+    envs = asyncio.run(builder.make_envs())
+    assert [e.mark for e in envs] == ["X", "O", "X", "O"]
+    assert envs[0].game is envs[1].game and envs[0].game is not envs[2].game
+    with pytest.raises(ValueError, match="num_games"):
+        TicTacToeSelfPlayGroupBuilder(CHATML, num_games=0)

@@ -1,0 +1,317 @@
+"""Rollouts and strategies with real asyncio: multi-turn episodes, failures, retries, timeouts and
+per-rollout limits."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from llm_gym.completers import TokenCompleter, TokensWithLogprobs
+from llm_gym.model_input import ModelInput
+from llm_gym.rl import (
+    Env,
+    EnvGroupBuilder,
+    FailFast,
+    MinViableGroup,
+    RetryOnFailure,
+    RolloutBudgetExhausted,
+    RolloutLimits,
+    RolloutResult,
+    RolloutStrategy,
+    StepResult,
+    do_group_rollout,
+    do_single_rollout,
+)
+
+PROMPT = [1, 2, 3]
+
+
+class ChatEnv(Env):
+    """`turns` turns; each observation is the previous one + the action + one env token (100+turn),
+    the prefix property of multi-turn chat. Reward per step: 0.1 * turn number. `mode` scripts
+    misbehaviour: "ok", "raise" (step raises), "hang" (step never returns)."""
+
+    def __init__(self, turns: int = 3, mode: str = "ok", log: list | None = None):
+        self.turns, self.mode, self.log = turns, mode, log if log is not None else []
+        self.turn = 0
+        self.context = list(PROMPT)
+
+    async def initial_observation(self):
+        return ModelInput.from_ints(self.context), [0]
+
+    async def step(self, action, *, extra=None):
+        if self.mode == "raise":
+            raise RuntimeError("env exploded")
+        if self.mode == "hang":
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.log.append("cancelled")
+                raise
+        self.turn += 1
+        self.context += list(action) + [100 + self.turn]
+        done = self.turn >= self.turns
+        return StepResult(
+            reward=0.1 * self.turn,
+            episode_done=done,
+            next_observation=ModelInput.empty() if done else ModelInput.from_ints(self.context),
+            next_stop_condition=[0],
+            metrics={"turn": self.turn},
+        )
+
+
+@dataclass
+class Builder(EnvGroupBuilder):
+    """Makes `n` ChatEnvs. `plan[k]` gives the modes of the k-th make_envs() call's envs (later
+    calls: all "ok"), so a test can make one slot fail once, or always."""
+
+    n: int = 4
+    turns: int = 2
+    plan: list = field(default_factory=list)
+    always: dict = field(default_factory=dict)  # slot -> mode on every call
+    group_rewards: list | None = None
+    make_envs_error: Exception | None = None
+    make_calls: int = 0
+    cleanups: int = 0
+    log: list = field(default_factory=list)
+
+    async def make_envs(self):
+        if self.make_envs_error is not None:
+            raise self.make_envs_error
+        modes = self.plan[self.make_calls] if self.make_calls < len(self.plan) else ["ok"] * self.n
+        self.make_calls += 1
+        modes = [self.always.get(i, m) for i, m in enumerate(modes)]
+        return [ChatEnv(self.turns, mode, self.log) for mode in modes]
+
+    async def compute_group_rewards(self, trajectory_group, env_group):
+        if self.group_rewards is None:
+            return await super().compute_group_rewards(trajectory_group, env_group)
+        return self.group_rewards
+
+    async def cleanup(self):
+        self.cleanups += 1
+
+    def logging_tags(self):
+        return ["test"]
+
+
+class EchoPolicy(TokenCompleter):
+    """Answers turn k (1-based, counted per observation length) with tokens [10k, 10k+1]."""
+
+    def __init__(self, delay_s: float = 0.0):
+        self.delay_s = delay_s
+        self.seen: list[tuple[list[int], int | None]] = []
+
+    async def __call__(self, model_input, stop, *, max_tokens=None):
+        self.seen.append((model_input.to_ints(), max_tokens))
+        await asyncio.sleep(self.delay_s)
+        k = (model_input.length - len(PROMPT)) // 3 + 1
+        return TokensWithLogprobs([10 * k, 10 * k + 1], [-0.5, -0.25])
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_single_multi_turn_rollout():
+    policy = EchoPolicy()
+    traj = run(do_single_rollout(policy, ChatEnv(turns=3)))
+    assert traj.stop_reason is None
+    assert [t.ob.to_ints() for t in traj.transitions] == [
+        [1, 2, 3],
+        [1, 2, 3, 10, 11, 101],
+        [1, 2, 3, 10, 11, 101, 20, 21, 102],
+    ]
+    assert [t.ac.tokens for t in traj.transitions] == [[10, 11], [20, 21], [30, 31]]
+    assert [t.reward for t in traj.transitions] == pytest.approx([0.1, 0.2, 0.3])
+    assert [t.episode_done for t in traj.transitions] == [False, False, True]
+    assert traj.transitions[1].metrics == {"turn": 2}
+    assert traj.final_ob == ModelInput.empty()
+    assert [mt for _, mt in policy.seen] == [None, None, None]
+
+
+def test_cookbook_style_policy_without_max_tokens_works():
+    class CookbookPolicy(TokenCompleter):
+        async def __call__(self, model_input, stop):  # the cookbook's signature
+            return TokensWithLogprobs([7], [-1.0])
+
+    traj = run(do_single_rollout(CookbookPolicy(), ChatEnv(turns=2)))
+    assert [t.ac.tokens for t in traj.transitions] == [[7], [7]]
+
+
+def test_group_rewards_are_added_to_returns():
+    b = Builder(n=3, turns=1, group_rewards=[(1.0, {"rank": 0}), (0.0, {"rank": 1}), (-1.0, {"rank": 2})])
+    group = run(do_group_rollout(b, EchoPolicy()))
+    assert group.final_rewards_G == [1.0, 0.0, -1.0]
+    assert group.metrics_G == [{"rank": 0}, {"rank": 1}, {"rank": 2}]
+    assert group.get_total_rewards() == pytest.approx([1.1, 0.1, -0.9])
+    assert b.cleanups == 1 and group.rollout_errors == []
+
+
+def test_fail_fast_propagates_cancels_siblings_and_cleans_up():
+    b = Builder(n=3, plan=[["hang", "raise", "hang"]])
+    with pytest.raises(RuntimeError, match="env exploded"):
+        run(do_group_rollout(b, EchoPolicy()))
+    assert b.cleanups == 1
+    assert b.log == ["cancelled", "cancelled"], "FailFast must cancel the rollouts still running"
+    with pytest.raises(RuntimeError, match="env exploded"):
+        run(do_group_rollout(Builder(n=2, plan=[["ok", "raise"]]), EchoPolicy(), FailFast()))
+
+
+def test_retry_on_failure_recovers_a_rollout_that_fails_once():
+    b = Builder(n=4, turns=2, plan=[["ok", "raise", "ok", "ok"]])
+    group = run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=1)))
+    assert group is not None
+    assert len(group.trajectories_G) == 4
+    assert all(len(t.transitions) == 2 and t.stop_reason is None for t in group.trajectories_G)
+    assert [(e.error_type, e.error_message) for e in group.rollout_errors] == [("RuntimeError", "env exploded")]
+    assert group.get_total_rewards() == pytest.approx([0.3] * 4)
+    assert b.make_calls == 2 and b.cleanups == 1
+
+
+def test_retry_on_failure_with_exhausted_budget_skips_the_group_and_cleans_up():
+    b = Builder(n=3, always={0: "raise"})
+    assert run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=2))) is None
+    assert b.make_calls == 3  # the first group + 2 retries
+    assert b.cleanups == 1
+
+
+def test_retry_on_failure_raises_budget_exhausted_from_execute():
+    b = Builder(n=2, always={1: "raise"})
+    with pytest.raises(RolloutBudgetExhausted, match="retry budget") as info:
+        run(RetryOnFailure(max_retries=0).execute(b, EchoPolicy()))
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_retry_on_failure_stops_the_rest_once_the_budget_is_spent():
+    b = Builder(n=3, plan=[["raise", "hang", "hang"]])
+    t0 = time.monotonic()
+    assert run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=0))) is None
+    assert time.monotonic() - t0 < 10
+    assert b.log == ["cancelled", "cancelled"]
+
+
+def test_min_viable_group_keeps_the_survivors():
+    b = Builder(n=4, always={2: "raise"})
+    group = run(do_group_rollout(b, EchoPolicy(), MinViableGroup(min_successful=3)))
+    assert len(group.trajectories_G) == 3
+    assert len(group.final_rewards_G) == 3
+    assert [e.error_type for e in group.rollout_errors] == ["RuntimeError"]
+    b2 = Builder(n=4, always={2: "raise"})
+    group2 = run(do_group_rollout(b2, EchoPolicy(), MinViableGroup(min_successful=3, max_retries=2)))
+    assert len(group2.trajectories_G) == 3 and len(group2.rollout_errors) == 3  # 1 + 2 retries
+    b3 = Builder(n=4, always={0: "raise", 2: "raise"})
+    assert run(do_group_rollout(b3, EchoPolicy(), MinViableGroup(min_successful=3))) is None
+    assert b3.cleanups == 1
+
+
+def test_per_rollout_timeout_retries_a_hung_rollout():
+    b = Builder(n=3, plan=[["ok", "ok", "hang"]])
+    t0 = time.monotonic()
+    group = run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=1, per_rollout_timeout=0.3)))
+    assert time.monotonic() - t0 < 10
+    assert len(group.trajectories_G) == 3
+    assert [e.error_type for e in group.rollout_errors] == ["TimeoutError"]
+    assert b.log == ["cancelled"]
+
+
+def test_group_level_errors():
+    for strategy in (None, FailFast()):
+        b = Builder(make_envs_error=OSError("sandbox down"))
+        with pytest.raises(OSError, match="sandbox down"):
+            run(do_group_rollout(b, EchoPolicy(), strategy))
+        assert b.cleanups == 1
+    for strategy in (RetryOnFailure(), MinViableGroup(1)):
+        b = Builder(make_envs_error=OSError("sandbox down"))
+        assert run(do_group_rollout(b, EchoPolicy(), strategy)) is None
+        assert b.cleanups == 1
+
+
+def test_wrong_number_of_group_rewards_is_a_bug_never_skipped():
+    b = Builder(n=2, turns=1, group_rewards=[(0.0, {})])
+    with pytest.raises(ValueError, match="1 rewards for 2 trajectories"):
+        run(do_group_rollout(b, EchoPolicy(), RetryOnFailure()))
+    assert b.cleanups == 1
+
+
+def test_cookbook_style_custom_strategy_without_limits():
+    @dataclass(frozen=True)
+    class Sequential(RolloutStrategy):
+        async def execute(self, env_group_builder, policy):  # the cookbook's signature
+            envs = await env_group_builder.make_envs()
+            return RolloutResult([await do_single_rollout(policy, e) for e in envs], envs, [])
+
+    group = run(do_group_rollout(Builder(n=2, turns=1), EchoPolicy(), Sequential()))
+    assert len(group.trajectories_G) == 2
+
+
+def test_limit_max_turns():
+    traj = run(do_single_rollout(EchoPolicy(), ChatEnv(turns=5), limits=RolloutLimits(max_turns=2)))
+    assert traj.stop_reason == "max_turns"
+    assert len(traj.transitions) == 2
+    assert traj.final_ob.to_ints() == [1, 2, 3, 10, 11, 101, 20, 21, 102]
+
+
+def test_limit_max_trajectory_tokens():
+    policy = EchoPolicy()
+    # observations have 3, 6, 9 tokens; with a 10-token budget the third turn has room for 1 token,
+    # so the policy is asked for max_tokens=1; it answers 2 anyway, and the 12-token context ends it.
+    traj = run(do_single_rollout(policy, ChatEnv(turns=5), limits=RolloutLimits(max_trajectory_tokens=10)))
+    assert [mt for _, mt in policy.seen] == [7, 4, 1]
+    assert traj.stop_reason == "max_tokens"
+    assert len(traj.transitions) == 3
+    assert traj.final_ob.length == 12
+    policy2 = EchoPolicy()
+    run(do_single_rollout(policy2, ChatEnv(turns=1), limits=RolloutLimits(max_trajectory_tokens=10, max_tokens_per_turn=5)))
+    assert policy2.seen[0][1] == 5
+
+
+def test_limit_timeout_on_env_and_on_policy():
+    t0 = time.monotonic()
+    traj = run(do_single_rollout(EchoPolicy(), ChatEnv(mode="hang"), limits=RolloutLimits(timeout_s=0.2)))
+    assert traj.stop_reason == "timeout" and traj.transitions == []
+    slow = EchoPolicy(delay_s=0.15)
+    traj2 = run(do_single_rollout(slow, ChatEnv(turns=50), limits=RolloutLimits(timeout_s=0.4)))
+    assert traj2.stop_reason == "timeout"
+    assert 1 <= len(traj2.transitions) < 50
+    assert traj2.final_ob.to_ints()[: len(PROMPT)] == PROMPT
+    assert time.monotonic() - t0 < 10
+
+
+def test_a_timeout_error_raised_by_the_policy_is_an_error_not_a_limit():
+    class FlakyClient(TokenCompleter):
+        async def __call__(self, model_input, stop, *, max_tokens=None):
+            raise TimeoutError("upstream sampler timed out")
+
+    with pytest.raises(TimeoutError, match="upstream"):
+        run(do_single_rollout(FlakyClient(), ChatEnv(), limits=RolloutLimits(timeout_s=60)))
+
+
+def test_limits_validate():
+    for kwargs in ({"max_turns": 0}, {"timeout_s": -1}, {"max_trajectory_tokens": 0}, {"max_turns": True}):
+        with pytest.raises(ValueError, match="positive"):
+            RolloutLimits(**kwargs)
+
+
+def test_limits_pass_through_group_rollout_and_strategies():
+    for strategy in (FailFast(), RetryOnFailure(), MinViableGroup(1)):
+        group = run(do_group_rollout(Builder(n=2, turns=9), EchoPolicy(), strategy,
+                                     limits=RolloutLimits(max_turns=1)))
+        assert [t.stop_reason for t in group.trajectories_G] == ["max_turns", "max_turns"]
+
+
+def test_cancelling_a_group_rollout_cancels_rollouts_and_cleans_up():
+    b = Builder(n=2, plan=[["hang", "hang"]])
+
+    async def main():
+        task = asyncio.ensure_future(do_group_rollout(b, EchoPolicy(), RetryOnFailure()))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(main())
+    assert b.log == ["cancelled", "cancelled"] and b.cleanups == 1

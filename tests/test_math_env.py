@@ -187,3 +187,14 @@ def test_role_colon_renderer_and_format_coef():
     env = src.make_env(np.random.default_rng(0))
     _, bad = run_episode(env, TOK.encode(" no idea\n\nUser:"))
     assert bad.reward == pytest.approx(-0.5)
+
+
+def test_cached_prompts_equal_a_fresh_render():
+    src = MathSource(renderer=CHATML)
+    assert src._table is not None  # the default task space is enumerated
+    for seed in [0, 1, 0]:  # the second 0 hits the prompt cache
+        env = src.make_env(np.random.default_rng(seed))
+        ob, _ = asyncio.run(env.initial_observation())
+        assert ob == CHATML.build_generation_prompt(env.conversation())
+    big = MathMultiSource(renderer=CHATML)
+    assert big._table is None  # sampled, not enumerated

@@ -7,13 +7,16 @@ get no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward
 no network, no heavy parsing.
 
 Held-out split: a task's canonical key (the expression; operands sorted when every operator is the
-same commutative one, so "23+45" and "45+23" are one task) is hashed by `envs_catalog._common.split_of`;
-about one task in ten belongs to split="test", the rest to "train", and `make_env`
-rejection-samples until the drawn task is in the source's split.
+same commutative one, so "23+45" and "45+23" are one task) is hashed by
+`envs_catalog._common.split_of`; about one task in ten belongs to split="test", the rest to
+"train". Task spaces of up to 20,000 expressions (the default's 8,100) are enumerated in the
+constructor and `make_env` draws uniformly from the split's list; larger ones are
+rejection-sampled until the drawn task is in the source's split.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -23,11 +26,13 @@ from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
-from llm_gym.rl.types import Action, ActionExtra
+from llm_gym.model_input import ModelInput
+from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
 
 OPERATORS = "+-*"
 PROMPT_STYLES = ("compact", "question")
 _MAX_DRAWS = 10_000
+_TABLE_MAX_TASKS = 20_000  # task spaces up to this size are enumerated once, in the constructor
 
 _KNOB_DOCS = {
     "digits": "digits per operand, 1-18 (1 means 0-9, d>1 means 10^(d-1)..10^d-1)",
@@ -78,13 +83,21 @@ class MathEnv(ProblemEnv):
 
     def __init__(
         self, renderer: Renderer, question: str, answer: int, *, format_coef: float = 0.1,
-        max_chars: int = MAX_RESPONSE_CHARS,
+        max_chars: int = MAX_RESPONSE_CHARS, prompt: ModelInput | None = None,
     ) -> None:
+        """`prompt`, if given, must be `renderer.build_generation_prompt(self.conversation())`
+        (the source caches it per task)."""
         super().__init__(renderer, format_coef=format_coef)
         self.question = question
         self.answer = answer
         self.max_chars = max_chars
+        self._prompt = prompt
         self._graded: tuple[str, Grade] | None = None
+
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        if self._prompt is None:
+            return await super().initial_observation()
+        return self._prompt, self.stop_condition
 
     def _grade_numeric(self, sample_str: str) -> Grade:
         # ProblemEnv.step asks check_format and check_answer about the same string: grade once.
@@ -162,6 +175,35 @@ class MathSource(EnvSource):
         self.format_coef = check_float("format_coef", own["format_coef"], 0.0, 1.0)
         self._low = 0 if self.digits == 1 else 10 ** (self.digits - 1)
         self._high = 10**self.digits  # exclusive
+        # Small task spaces (the default has 90*90 = 8100 tasks) are enumerated once, so make_env
+        # is one draw and a lookup, and each task's prompt tokens are cached on first use.
+        self._table: list[tuple[str, int]] | None = None
+        self._prompts: dict[int, ModelInput] = {}
+        space = (self._high - self._low) ** self.num_operands * len(self.operators) ** (
+            self.num_operands - 1
+        )
+        if space <= _TABLE_MAX_TASKS:
+            self._table = self._enumerate_tasks()
+            if not self._table:
+                raise ValueError(
+                    f"no {split!r} task exists with digits={self.digits}, operators="
+                    f"{self.operators!r}, num_operands={self.num_operands}, allow_negative="
+                    f"{self.allow_negative}; widen the knobs"
+                )
+
+    def _enumerate_tasks(self) -> list[tuple[str, int]]:
+        tasks = []
+        operand_range = range(self._low, self._high)
+        for ops_tuple in itertools.product(self.operators, repeat=self.num_operands - 1):
+            ops = "".join(ops_tuple)
+            for operands_tuple in itertools.product(operand_range, repeat=self.num_operands):
+                operands = list(operands_tuple)
+                answer = evaluate(operands, ops)
+                if answer < 0 and not self.allow_negative:
+                    continue
+                if split_of(canonical_key(operands, ops)) == self.split:
+                    tasks.append((self.question_text(operands, ops), answer))
+        return tasks
 
     @property
     def reward_range(self) -> tuple[float, float]:
@@ -173,6 +215,16 @@ class MathSource(EnvSource):
         return f"What is {expression(operands, ops, ' ')}? Reply with just the number."
 
     def make_env(self, rng: np.random.Generator) -> MathEnv:
+        if self._table is not None:
+            index = int(rng.integers(len(self._table)))
+            question, answer = self._table[index]
+            prompt = self._prompts.get(index)
+            env = MathEnv(self.renderer, question, answer, format_coef=self.format_coef,
+                          prompt=prompt)
+            if prompt is None:
+                self._prompts[index] = env.renderer.build_generation_prompt(env.conversation())
+                env._prompt = self._prompts[index]
+            return env
         n, ops_pool = self.num_operands, self.operators
         for _ in range(_MAX_DRAWS):
             operands = rng.integers(self._low, self._high, size=n).tolist()

@@ -39,7 +39,6 @@ from llm_gym.rl import (
     assemble_training_data,
     compute_advantages,
     do_group_rollout,
-    remove_constant_reward_groups,
 )
 from llm_gym.rl.rollouts import RolloutLimits
 from trainers._trl_compat import (
@@ -293,6 +292,7 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     """Run SFT warm start (optional) + GRPO as configured; return (and write) the summary."""
     t_start = time.monotonic()
     cfg.validate(check_env=dataset is None)
+    _quiet_libraries()
     accelerator = make_accelerator(cfg)
     is_main = accelerator.is_main_process
     run_dir = cfg.run_dir
@@ -372,8 +372,8 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
         stats = group_stats(groups)
 
         # 2. advantages and datums
-        if cfg.remove_constant_reward_groups:
-            groups = remove_constant_reward_groups(groups)
+        if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
+            groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
         advantages = compute_advantages(groups, cfg.loss, cfg.advantage_scale)
         data, _ = assemble_training_data(groups, advantages)
 
@@ -423,6 +423,16 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     logger.close()
     accelerator.wait_for_everyone()
     return summary
+
+
+def _quiet_libraries() -> None:
+    """No per-save progress bars or deprecation chatter from HF inside the training loop."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
 def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summary) -> None:

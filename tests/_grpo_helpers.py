@@ -1,0 +1,44 @@
+"""Helpers for the slow GRPO tests: a tiny Llama given a few seconds of supervised warm-up on
+1-digit addition, so rollouts have reward variance (a random-init model never emits an answer)."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import torch
+
+from llm_gym import get_renderer, load_tokenizer
+
+
+def warm_start_model(path: Path, steps: int = 60, seed: int = 0) -> str:
+    """Build the tiny preset, fit it briefly on "a+b=" -> "a+b" chats, save it to `path`."""
+    from trainers.models import build_tiny_model
+
+    if (path / "config.json").is_file():
+        return str(path)
+    model, hf_tok = build_tiny_model(None, seed=seed)
+    renderer = get_renderer(None, load_tokenizer("byte"))
+    rng = random.Random(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    model.train()
+    for _ in range(steps):
+        rows = []
+        for _ in range(32):
+            a, b = rng.randrange(10), rng.randrange(10)
+            tokens, weights = renderer.build_supervised_example(
+                [{"role": "user", "content": f"{a}+{b}="}, {"role": "assistant", "content": str(a + b)}])
+            rows.append((tokens.to_ints(), weights))
+        n = max(len(t) for t, _ in rows)
+        ids = torch.tensor([t + [256] * (n - len(t)) for t, _ in rows])
+        w = torch.tensor([wt + [0.0] * (n - len(wt)) for _, wt in rows])
+        logits = model(input_ids=ids[:, :-1]).logits
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:], reduction="none")
+        loss = (nll * w[:, 1:]).sum() / w[:, 1:].sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path)
+    hf_tok.save_pretrained(path)
+    return str(path)

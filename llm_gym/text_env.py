@@ -146,6 +146,14 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
     ends, `step` raises `gymnasium.error.ResetNeeded` until `reset` is called. An exception raised
     by the episode itself (an env bug, not bad model output) propagates with a note, counts in
     `env_errors`, and ends the episode.
+
+    Vector envs: `gym.make_vec(id, num_envs=N, vector_kwargs={"autoreset_mode":
+    AutoresetMode.SAME_STEP})` is the recommended mode for LLM rollouts (a finished sub-env returns
+    the next prompt at once, with the last step in `info["final_obs"]`/`info["final_info"]`, so no
+    dummy action is ever sampled). Token sequences have no fixed shape, so batched observations
+    are tuples of arrays, and `vectorization_mode="async"` needs
+    `vector_kwargs={"shared_memory": False}`. For GRPO groups see
+    `llm_gym.wrappers.GroupAdvantages`.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}

@@ -139,3 +139,24 @@ class GroupBonusSource(AddSource):
         lengths = [len(t.transitions[0].ac.tokens) for t in trajectory_group]
         best = int(np.argmin(lengths))
         return [(1.0 if i == best else 0.0, {"bonus": float(i == best)}) for i in range(len(lengths))]
+
+
+class UntilRightEnv(TwoTurnEnv):
+    """Multi-turn: reward 1 and the end when the reply is the word, else 0 and ask again, for at
+    most 3 turns -- so members of one group finish at different steps."""
+
+    async def step(self, action, *, extra=None) -> StepResult:
+        message, _ = self.renderer.parse_response(action)
+        self.turn += 1
+        ok = get_text_content(message).strip() == self.word
+        done = ok or self.turn >= 3
+        self.messages += [message, Message(role="user", content=f"Again: {self.word}.")]
+        ob = ModelInput.empty() if done else self.renderer.build_generation_prompt(self.messages)
+        return StepResult(float(ok), done, ob, self.renderer.get_stop_sequences(), {"ok": float(ok)})
+
+
+class UntilRightSource(EnvSource):
+    card = _card("UntilRight", reward_range=(0.0, 1.0), multi_turn=True)
+
+    def make_env(self, rng: np.random.Generator) -> Env:
+        return UntilRightEnv(self.renderer, TwoTurnEnv.WORDS[int(rng.integers(len(TwoTurnEnv.WORDS)))])

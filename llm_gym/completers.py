@@ -73,8 +73,10 @@ class RendererMessageCompleter(MessageCompleter):
 
     async def __call__(self, messages: Sequence[dict]) -> dict:
         prompt = self.renderer.build_generation_prompt(list(messages))
-        out = await self.token_completer(
-            prompt, self.renderer.get_stop_sequences(), max_tokens=self.max_tokens
-        )
+        stop = self.renderer.get_stop_sequences()
+        if self.max_tokens is None:  # cookbook-style completers take no max_tokens
+            out = await self.token_completer(prompt, stop)
+        else:
+            out = await self.token_completer(prompt, stop, max_tokens=self.max_tokens)
         message, _termination = self.renderer.parse_response(out.tokens)
         return message

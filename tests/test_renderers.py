@@ -300,3 +300,14 @@ def test_renderer_message_completer(byte_tokenizer, scripted_policy):
     seen, stop, max_tokens = policy.calls[0]
     assert seen == r.build_generation_prompt(msgs).to_ints()
     assert stop == [260, 258] and max_tokens == 16
+
+
+def test_renderer_message_completer_with_a_cookbook_style_completer(byte_tokenizer):
+    from llm_gym.completers import TokenCompleter, TokensWithLogprobs
+
+    class CookbookCompleter(TokenCompleter):
+        async def __call__(self, model_input, stop):
+            return TokensWithLogprobs(byte_tokenizer.encode("ok") + [260], None)
+
+    completer = RendererMessageCompleter(CookbookCompleter(), ChatMLRenderer(byte_tokenizer))
+    assert asyncio.run(completer([Message(role="user", content="hi")]))["content"] == "ok"

@@ -187,7 +187,7 @@ def test_dataset_is_deterministic_and_splits_are_disjoint():
 
 
 def test_test_split_reaches_the_source():
-    llm_gym.register_env("llmtest/Add-v0", "tests._gym_sources:AddSource", high=9)
+    llm_gym.register_env("llmtest/Add-v0", "tests._gym_sources:AddSource")  # high=9 (default)
     dataset = GymRLDataset("llmtest/Add-v0", batch_size=3, group_size=2, split="test", n_batches=2)
     policy = AnswerPolicy(lambda a, b: a + b)
     for builder in dataset.get_batch(1):

@@ -10,6 +10,7 @@ everything downstream can trust them.
 
 from __future__ import annotations
 
+import array
 import operator
 from dataclasses import dataclass
 from typing import Iterable, Sequence
@@ -20,7 +21,8 @@ def as_token_ids(tokens: object, *, what: str = "token ids") -> tuple[int, ...]:
     return them as a tuple of Python ints.
 
     Raises `TypeError` for text (`str`/`bytes`: encode it with a tokenizer first), non-iterables and
-    non-integer elements (floats, strings), and `ValueError` for negative ids.
+    non-integer elements (floats, strings, nested lists), and `ValueError` for negative ids (or ids
+    of 2**64 and more). Bools count as the ints 0 and 1, as everywhere in Python.
     """
     if isinstance(tokens, (str, bytes, bytearray)):
         raise TypeError(
@@ -38,21 +40,19 @@ def as_token_ids(tokens: object, *, what: str = "token ids") -> tuple[int, ...]:
                 raise TypeError(
                     f"{what} must be a sequence of ints, got {type(tokens).__name__} {tokens!r}"
                 ) from None
-    # `set(map(type, ...))` runs in C, so the common all-int case costs no Python per token.
-    kinds = set(map(type, tokens))
-    if kinds <= {int}:
-        ids = tuple(tokens)
-    else:
-        bad = next((t for t in tokens if type(t) is bool or not _is_index(t)), _NONE)
-        if bad is not _NONE:
-            raise TypeError(f"{what} must be ints, got {type(bad).__name__} {bad!r}")
-        ids = tuple(map(operator.index, tokens))  # numpy integer scalars
-    if ids and min(ids) < 0:
-        raise ValueError(f"{what} must be non-negative, got {min(ids)}")
+    # One C-level pass validates everything: array('Q') rejects non-integers (TypeError) and
+    # negative ids (OverflowError), and tolist() turns numpy integers into Python ints.
+    try:
+        ids = tuple(array.array("Q", tokens).tolist())
+    except TypeError:
+        bad = next(t for t in tokens if not _is_index(t))
+        raise TypeError(f"{what} must be ints, got {type(bad).__name__} {bad!r}") from None
+    except OverflowError:
+        bad = next(t for t in tokens if not 0 <= operator.index(t) < 2**64)
+        if operator.index(bad) < 0:
+            raise ValueError(f"{what} must be non-negative, got {bad}") from None
+        raise ValueError(f"{what}: id {bad} is too large to be a token id") from None
     return ids
-
-
-_NONE = object()
 
 
 def _is_index(x: object) -> bool:

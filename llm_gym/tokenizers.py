@@ -117,8 +117,13 @@ class ByteTokenizer:
         """Decode ids to text. Invalid UTF-8 becomes U+FFFD (`errors="replace"`, the default);
         ids outside the vocabulary raise `InvalidTokenError`; text or non-integer ids raise
         `TypeError`."""
+        if isinstance(ids, (list, tuple)):
+            try:  # the common case, plain bytes: bytes() checks types and range in one C pass
+                return bytes(ids).decode("utf-8", errors=errors)
+            except (TypeError, ValueError):
+                pass  # special tokens, or bad ids: validated below with a clear error
         ids = _checked_ids(ids, "ByteTokenizer.decode ids")
-        if not ids or max(ids) < self.NUM_BYTES:  # the common case: one C call
+        if not ids or max(ids) < self.NUM_BYTES:
             return bytes(ids).decode("utf-8", errors=errors)
         self.check_ids(ids)
         parts: list[str] = []

@@ -75,7 +75,7 @@ def test_text_is_rejected_with_a_hint(bad):
 
 
 @pytest.mark.parametrize(
-    "bad", [[1.0], [1, 2.5], ["1"], [None], [True], [1, [2]], np.array([1.5]), np.array([[1, 2]])]
+    "bad", [[1.0], [1, 2.5], ["1"], [None], [1, [2]], np.array([1.5]), np.array([[1, 2]])]
 )
 def test_non_integer_ids_are_rejected(bad):
     with pytest.raises(TypeError, match="ints"):

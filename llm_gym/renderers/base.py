@@ -7,6 +7,7 @@ and builds supervised examples with per-token loss weights for SFT.
 
 from __future__ import annotations
 
+import array
 import enum
 import operator
 from abc import ABC, abstractmethod
@@ -153,11 +154,14 @@ class Renderer(ABC):
             tolist = getattr(tokens, "tolist", None)
             tokens = tolist() if tolist is not None and getattr(tokens, "ndim", None) == 1 else list(tokens)
         limit = self._vocab_size
-        if set(map(type, tokens)) <= {int}:
-            if not tokens or (min(tokens) >= 0 and max(tokens) < limit):
-                return tokens, False
-            valid = [t for t in tokens if 0 <= t < limit]
-            return valid, True
+        try:  # array('Q') rejects negatives and non-integers in one C pass
+            ids = array.array("Q", tokens)
+        except (TypeError, OverflowError):
+            pass
+        else:
+            if not ids or max(ids) < limit:
+                return ids.tolist(), False
+            return [t for t in ids.tolist() if t < limit], True
         valid = []
         for t in tokens:
             if type(t) is bool:

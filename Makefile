@@ -17,7 +17,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,$(TORCH_CPU_SPEC))
 PYTEST_ARGS ?=
 TRAIN_ARGS ?=
 
-.PHONY: test train install bench clean
+.PHONY: test train install bench bench-env clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -38,8 +38,10 @@ $(VENV)/.bench-installed: $(VENV)/.installed
 	$(PIP) install -q -e ".[bench]"
 	touch $@
 
-bench: $(VENV)/.bench-installed
+bench-env: $(VENV)/.bench-installed
 	$(PY) benchmarks/env_throughput.py
+
+bench: bench-env
 	$(PY) benchmarks/trainer_vs_trl.py
 
 clean:

@@ -1,0 +1,72 @@
+"""The `llm-gym` command: torch-free dispatch, help, errors that say what to change, and `plot`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from llm_gym import cli
+
+
+def test_cli_import_is_torch_free():
+    code = ("import sys, llm_gym.cli; bad = [m for m in ('torch', 'transformers', 'trl', "
+            "'trainers.grpo.trainer') if m in sys.modules]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_commands_resolve_lazily_to_callables():
+    assert {"train", "plot"} <= set(cli.COMMANDS)
+    for name in cli.COMMANDS:
+        assert callable(cli.resolve(name))
+
+
+def test_help_and_unknown_command(capsys):
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "train" in out and "plot" in out
+    assert cli.main(["trian"]) == 2
+    assert "Did you mean 'train'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--group-size", "1"], "--group-size 2"),
+    (["--env", "llm/Mat-v0"], "llm/Math-v0"),
+    (["--loss", "ppo2"], "unknown loss 'ppo2'"),
+])
+def test_train_bad_config_exits_2_with_the_fix(argv, message, capsys, tmp_path):
+    assert cli.main(["train", *argv, "--output-dir", str(tmp_path)]) == 2
+    assert message in capsys.readouterr().err
+    assert not any(tmp_path.iterdir())  # nothing was started
+
+
+def test_train_help_lists_the_flags(capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["train", "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--env", "--env-kwargs", "--model", "--group-size", "--groups-per-batch",
+                 "--max-tokens", "--steps", "--lr", "--loss", "--output-dir", "--seed", "--resume",
+                 "--config", "--eval-every", "--save-every", "--temperature", "--micro-batch-size",
+                 "--kl-beta", "--sft-steps", "--no-sft", "--bf16", "--lora-r"):
+        assert flag in out, flag
+
+
+def test_plot_writes_a_png(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [{"step": 0, "eval/accuracy": 0.4}]
+    lines += [{"step": i, "reward": 0.3 + i / 50, "correct": 0.3 + i / 50, "loss": 0.1}
+              for i in range(1, 11)]
+    lines += [{"step": 10, "eval/accuracy": 0.6}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (run / "summary.json").write_text(json.dumps({"env": "llm/Math-v0", "eval_before_rl": 0.4,
+                                                  "eval_after_rl": 0.6}))
+    out = tmp_path / "curve.png"
+    assert cli.main(["plot", str(run), "--out", str(out)]) == 0
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    assert cli.main(["plot", str(tmp_path / "missing")]) == 2

@@ -140,6 +140,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, ImportError) as exc:
         print(f"llm-gym export: error: {exc}", file=sys.stderr)
         return 2
+    datasets = require("datasets", "llm-gym export")
+    datasets.disable_progress_bars()
     write_dataset(dataset, args.out, fmt)
     print(f"wrote {len(dataset)} {args.split} rows of {args.env_id} to {args.out} ({fmt})")
     return 0

@@ -221,8 +221,20 @@ def _byte_tokenizer() -> ByteTokenizer:
     return ByteTokenizer()
 
 
+def hub_offline_by_default() -> None:
+    """Put the HF hub client in offline mode unless the user chose otherwise.
+
+    `local_files_only=True` is not enough: huggingface_hub (>= 1.x) still makes side requests
+    (e.g. its agent-harness registry) while loading. llm-gym never downloads at run time, so before
+    transformers/huggingface_hub are first imported we default `HF_HUB_OFFLINE=1`; set
+    `HF_HUB_OFFLINE=0` in the environment to opt out.
+    """
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
 @functools.lru_cache(maxsize=16)
 def _load_hf_tokenizer(name_or_path: str) -> Any:
+    hub_offline_by_default()
     try:
         from transformers import AutoTokenizer
     except ImportError as exc:  # pragma: no cover - depends on the environment

@@ -7,6 +7,13 @@
 
 from __future__ import annotations
 
+import os
+
+# Tests never reach a hub: keep every HF client offline (set before transformers is imported).
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
 import asyncio
 from typing import Sequence
 

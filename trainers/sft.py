@@ -1,0 +1,358 @@
+"""SFT warm start: teach a (tiny, randomly initialised) policy the task's format before GRPO.
+
+GRPO learns only from reward differences within a group, so a policy that never answers correctly
+gets no signal. The warm start trains cross-entropy on the environments' reference responses
+(`ProblemEnv.get_reference_response`), masked by the renderer's `build_supervised_example` loss
+weights so only the assistant's tokens (and its end-of-turn token) are learned. It is stopped by a
+*validation* check, not a step count: DESIGN.md records that stopping at ~35-55% held-out accuracy
+leaves RL the most headroom, while below ~25% GRPO barely moves. So `sft_warm_start` measures
+accuracy every `eval_every` steps (greedy sampling on held-out problems through `HFSampler`, or
+any `eval_fn` you give it) and stops as soon as it enters `target_band`.
+
+Two ways in: `sft_warm_start(model, renderer, conversations, ...)` with your own examples, or
+`sft_warm_start(model, env_id="llm/Math-v0", env_kwargs={...})`, which draws training examples from
+the env's train split and measures accuracy on its test split.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from llm_gym.env_source import EnvSource
+from llm_gym.renderers import Message, Renderer, get_renderer
+from llm_gym.rl.rollouts import RolloutLimits, do_single_rollout
+from trainers._trl_compat import pad, selective_log_softmax
+
+__all__ = [
+    "SFTResult",
+    "collate_supervised",
+    "make_accuracy_eval",
+    "sft_examples_from_source",
+    "sft_loss",
+    "sft_warm_start",
+    "source_for_env",
+    "supervised_examples",
+]
+
+SupervisedExample = tuple[list[int], list[float]]  # tokens, per-token loss weight
+
+
+@dataclass
+class SFTResult:
+    """What the warm start did. `stopped_reason`: "target_band" (accuracy entered the band),
+    "overshot" (it jumped past the band between two checks: check more often or lower lr),
+    "already_in_band" (no training was needed) or "max_steps"."""
+
+    steps: int
+    stopped_reason: str
+    accuracy: float | None  # at the last check (None without an eval)
+    final_loss: float | None
+    losses: list[float] = field(default_factory=list)
+    eval_history: list[tuple[int, float]] = field(default_factory=list)  # (step, accuracy)
+    num_examples: int = 0
+    seconds: float = 0.0
+
+
+# --- examples ------------------------------------------------------------------------------------
+def source_for_env(env_id: str, split: str = "train", **env_kwargs: Any) -> EnvSource:
+    """The `EnvSource` behind a registered text env id (e.g. "llm/Math-v0"), on `split`."""
+    import llm_gym
+
+    env = llm_gym.make(env_id, split=split, **env_kwargs)
+    source = getattr(env.unwrapped, "source", None)
+    if not isinstance(source, EnvSource):
+        raise TypeError(
+            f"{env_id!r} is not backed by an llm-gym EnvSource, so it has no reference responses "
+            "for SFT; pass your own examples to sft_warm_start(model, renderer, examples)"
+        )
+    return source
+
+
+def sft_examples_from_source(
+    source: EnvSource, n: int, rng: np.random.Generator
+) -> list[list[Message]]:
+    """`n` conversations ending in the reference assistant response, drawn from `source`.
+
+    Needs single-turn envs that expose `conversation()` and `get_reference_response()` (every
+    `ProblemEnv` does). Tasks come from `rng` only, so the same generator state gives the same
+    examples.
+    """
+    conversations: list[list[Message]] = []
+    for _ in range(n):
+        env = source.make_env(rng)
+        convo = getattr(env, "conversation", None)
+        reference = getattr(env, "get_reference_response", None)
+        if not (callable(convo) and callable(reference)):
+            raise TypeError(
+                f"{type(env).__name__} has no conversation()/get_reference_response(); SFT "
+                "examples can be drawn only from single-turn ProblemEnv-style envs — pass your "
+                "own conversations to sft_warm_start instead"
+            )
+        conversations.append(list(convo()) + [Message(role="assistant", content=reference())])
+    return conversations
+
+
+def supervised_examples(
+    renderer: Renderer, conversations: Sequence[Sequence[Message]]
+) -> list[SupervisedExample]:
+    """Tokens and loss weights (1 on the last assistant message and its end-of-turn token, 0 on
+    everything else) for each conversation, via `renderer.build_supervised_example`."""
+    out = []
+    for messages in conversations:
+        tokens, weights = renderer.build_supervised_example(list(messages))
+        out.append((tokens.to_ints(), [float(w) for w in weights]))
+    return out
+
+
+def collate_supervised(
+    examples: Sequence[SupervisedExample], pad_token_id: int, device: torch.device | str = "cpu"
+) -> dict[str, torch.Tensor]:
+    """Right-pad examples into `input_ids`, `attention_mask` and `loss_weights` (B, T)."""
+    ids = [torch.tensor(t, dtype=torch.long) for t, _ in examples]
+    weights = [torch.tensor(w, dtype=torch.float32) for _, w in examples]
+    masks = [torch.ones(len(t), dtype=torch.long) for t, _ in examples]
+    return {
+        "input_ids": pad(ids, padding_value=pad_token_id, padding_side="right").to(device),
+        "attention_mask": pad(masks, padding_value=0, padding_side="right").to(device),
+        "loss_weights": pad(weights, padding_value=0.0, padding_side="right").to(device),
+    }
+
+
+def sft_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Weighted next-token cross-entropy: sum_t w_t * -log p(x_t | x_<t) / sum_t w_t.
+
+    The weight of token t (from the renderer) says whether t is trained; it is predicted by the
+    logits at t-1, hence the shift. Normalised by the number of trained tokens in the batch, so
+    every trained token counts the same whatever its example's length.
+    """
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    targets = batch["input_ids"][:, 1:]
+    weights = batch["loss_weights"][:, 1:]
+    logprobs = selective_log_softmax(logits[:, :-1, :], targets)
+    return -(logprobs.float() * weights).sum() / weights.sum().clamp(min=1.0)
+
+
+# --- validation ----------------------------------------------------------------------------------
+def make_accuracy_eval(
+    source: EnvSource,
+    *,
+    num_problems: int = 128,
+    seed: int = 1234,
+    max_tokens: int = 16,
+    stop_token_ids: Sequence[int] = (),
+    temperature: float = 0.0,
+) -> Callable[[torch.nn.Module], float]:
+    """An `eval_fn(model) -> accuracy` on a fixed set of `num_problems` tasks from `source`
+    (use its held-out "test" split). All episodes run concurrently through one `HFSampler`, so the
+    model sees one batch. A problem counts as solved when its episode's last step reports
+    `metrics["correct"] == 1` (ProblemEnv), or, for envs without that metric, reaches the top of
+    the reward range. Greedy by default, so the same model always scores the same."""
+    from trainers.sampler import HFSampler
+
+    top_reward = float(source.reward_range[1])
+    limits = RolloutLimits(max_tokens_per_turn=max_tokens, max_turns=32)
+
+    def solved(traj) -> float:
+        if not traj.transitions:
+            return 0.0
+        last = traj.transitions[-1]
+        if "correct" in last.metrics:
+            return float(last.metrics["correct"] >= 1.0)
+        return float(sum(t.reward for t in traj.transitions) >= top_reward - 1e-9)
+
+    def eval_fn(model: torch.nn.Module) -> float:
+        stops = list(stop_token_ids) + [
+            s for s in source.renderer.get_stop_sequences() if isinstance(s, int)
+        ]
+        sampler = HFSampler(
+            model, temperature=temperature, max_tokens=max_tokens, stop_token_ids=stops,
+            seed=seed, tokenizer=source.renderer.tokenizer,
+        )
+        rng = np.random.default_rng(seed)  # the same problems at every check
+        envs = [source.make_env(rng) for _ in range(num_problems)]
+
+        async def run_all():
+            return await asyncio.gather(
+                *[do_single_rollout(sampler, env, limits=limits) for env in envs]
+            )
+
+        trajectories = asyncio.run(run_all())
+        return float(np.mean([solved(t) for t in trajectories])) if trajectories else 0.0
+
+    return eval_fn
+
+
+# --- the warm start ------------------------------------------------------------------------------
+def sft_warm_start(
+    model: torch.nn.Module,
+    tokenizer_or_renderer: Any = None,
+    examples: Sequence[Sequence[Message]] | Sequence[SupervisedExample] | None = None,
+    *,
+    env_id: str | None = None,
+    env_kwargs: dict[str, Any] | None = None,
+    max_steps: int = 400,
+    batch_size: int = 32,
+    lr: float = 1e-3,
+    weight_decay: float = 0.0,
+    grad_clip: float | None = 1.0,
+    eval_fn: Callable[[torch.nn.Module], float] | None = None,
+    eval_every: int = 20,
+    eval_problems: int = 128,
+    eval_max_tokens: int = 16,
+    target_band: tuple[float, float] | float | None = (0.35, 0.55),
+    num_examples: int | None = None,
+    seed: int = 0,
+    device: str | torch.device | None = None,
+    log_fn: Callable[[dict[str, Any]], None] | None = None,
+) -> SFTResult:
+    """Train `model` in place on supervised examples until validation accuracy enters
+    `target_band` (or `max_steps`), and return an `SFTResult`.
+
+    Examples, one of:
+      - `tokenizer_or_renderer` + `examples`: conversations ending with the assistant's reference
+        response (rendered with the renderer, or `get_renderer(None, tokenizer)`), or already
+        built `(tokens, weights)` pairs;
+      - `env_id` (+ `env_kwargs`, as for `llm_gym.make`): `num_examples` (default
+        `max_steps * batch_size`) conversations from the env's train split; unless `eval_fn` is
+        given, accuracy is measured greedily on `eval_problems` problems of its test split.
+
+    Early stopping: `eval_fn(model) -> accuracy` runs before training and every `eval_every`
+    steps; training stops at the first check with accuracy >= the band's low end (a float target
+    is a band with no upper end). `target_band=None` trains for `max_steps` regardless.
+
+    Minibatches are drawn without replacement from `np.random.default_rng(seed)` (reshuffled each
+    epoch); the model is left in the train/eval mode it came in.
+    """
+    if max_steps < 0 or batch_size < 1 or eval_every < 1:
+        raise ValueError(
+            f"need max_steps >= 0, batch_size >= 1, eval_every >= 1; got {max_steps}, "
+            f"{batch_size}, {eval_every}"
+        )
+    low, high = _band(target_band)
+    rng = np.random.default_rng(seed)
+    renderer: Renderer | None = None
+    if env_id is not None:
+        if examples is not None:
+            raise ValueError("pass either env_id or examples, not both")
+        kwargs = dict(env_kwargs or {})
+        train_source = source_for_env(env_id, "train", **kwargs)
+        renderer = train_source.renderer
+        examples = sft_examples_from_source(
+            train_source, num_examples or max(1, max_steps * batch_size), rng
+        )
+        if eval_fn is None and target_band is not None:
+            eval_fn = make_accuracy_eval(
+                source_for_env(env_id, "test", **kwargs), num_problems=eval_problems,
+                max_tokens=eval_max_tokens, seed=seed + 1,
+            )
+    if examples is None or len(examples) == 0:
+        raise ValueError("sft_warm_start needs examples (or an env_id to draw them from)")
+    data = _as_supervised(examples, renderer, tokenizer_or_renderer)
+    if not any(any(w > 0 for w in weights) for _, weights in data):
+        raise ValueError("no example has a trained token (all loss weights are 0)")
+
+    device = torch.device(device) if device is not None else next(model.parameters()).device
+    pad_id = getattr(getattr(model, "config", None), "pad_token_id", None)
+    pad_id = 0 if pad_id is None else int(pad_id)
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
+    was_training = model.training
+    started = time.perf_counter()
+    result = SFTResult(steps=0, stopped_reason="max_steps", accuracy=None, final_loss=None,
+                       num_examples=len(data))
+
+    def check(step: int) -> bool:
+        """Run the validation check; True when training should stop."""
+        if eval_fn is None or low is None:
+            return False
+        accuracy = float(eval_fn(model))
+        result.accuracy = accuracy
+        result.eval_history.append((step, accuracy))
+        if log_fn is not None:
+            log_fn({"sft/step": step, "sft/accuracy": accuracy})
+        if accuracy < low:
+            return False
+        if step == 0:
+            result.stopped_reason = "already_in_band"
+        else:
+            result.stopped_reason = "target_band" if high is None or accuracy <= high else "overshot"
+        return True
+
+    order = rng.permutation(len(data))
+    cursor = 0
+    try:
+        if check(0):
+            return result
+        model.train()
+        for step in range(1, max_steps + 1):
+            if cursor + batch_size > len(order):
+                order, cursor = rng.permutation(len(data)), 0
+            picked = order[cursor : cursor + batch_size]
+            cursor += batch_size
+            batch = collate_supervised([data[i] for i in picked], pad_id, device)
+            loss = sft_loss(model, batch)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(params, grad_clip)
+            optimizer.step()
+            loss_value = float(loss.detach())
+            if not math.isfinite(loss_value):
+                raise FloatingPointError(
+                    f"SFT loss became {loss_value} at step {step}; lower lr (now {lr})"
+                )
+            result.losses.append(loss_value)
+            result.final_loss = loss_value
+            result.steps = step
+            if log_fn is not None:
+                log_fn({"sft/step": step, "sft/loss": loss_value})
+            if step % eval_every == 0 or step == max_steps:
+                model.eval()
+                stop = check(step)
+                model.train()
+                if stop:
+                    break
+        return result
+    finally:
+        model.train(was_training)
+        result.seconds = time.perf_counter() - started
+
+
+def _band(target: tuple[float, float] | float | None) -> tuple[float | None, float | None]:
+    if target is None:
+        return None, None
+    if isinstance(target, (int, float)):
+        low, high = float(target), None
+    else:
+        low, high = (float(x) for x in target)
+        if not 0.0 <= low <= high <= 1.0:
+            raise ValueError(f"target_band must satisfy 0 <= low <= high <= 1, got {target}")
+    return low, high
+
+
+def _as_supervised(
+    examples: Sequence[Any], renderer: Renderer | None, tokenizer_or_renderer: Any
+) -> list[SupervisedExample]:
+    first = examples[0]
+    if isinstance(first, tuple) and len(first) == 2 and not isinstance(first[0], dict):
+        return [(list(map(int, t)), list(map(float, w))) for t, w in examples]
+    if renderer is None:
+        if tokenizer_or_renderer is None:
+            raise ValueError(
+                "conversations need a renderer (or a tokenizer to pick one) to become tokens; "
+                "pass sft_warm_start(model, renderer, conversations)"
+            )
+        renderer = get_renderer(
+            tokenizer_or_renderer if isinstance(tokenizer_or_renderer, Renderer) else None,
+            tokenizer_or_renderer.tokenizer
+            if isinstance(tokenizer_or_renderer, Renderer)
+            else tokenizer_or_renderer,
+        )
+    return supervised_examples(renderer, examples)

@@ -1,10 +1,10 @@
 """Shared plumbing for the adapters: resolving a registered id to its `EnvSource`, deterministic
 per-row task seeds, rebuilding a row's env, and scoring text through the env's own `step`.
 
-Every adapter (TRL, datasets export, Tinker) rebuilds an episode the same way: the Gymnasium face
-(`gym.make(env_id, split=..., **knobs).unwrapped.source`) gives the family's `EnvSource`, and
-`source.make_env(np.random.default_rng(task_seed))` gives the exact task that
-`env.reset(seed=task_seed)` faces (Gymnasium seeds `np_random` with the same PCG64 generator).
+Every adapter (TRL, datasets export) rebuilds an episode the same way, through the Gymnasium face
+itself: `gym.make(env_id, split=..., **knobs).unwrapped.reset(seed=task_seed)` and then
+`.current_env`, the seed-API episode that reset started. So a row's task is by construction the
+task any Gymnasium user gets from `reset(seed=task_seed)`, whatever seeding TextEnv uses.
 """
 
 from __future__ import annotations
@@ -60,16 +60,28 @@ def make_gym_env(env_id: str, *, split: str = "train", **env_kwargs: Any) -> Any
     return gym.make(env_id, split=split, **env_kwargs)
 
 
-def env_source(env_id: str, *, split: str = "train", **env_kwargs: Any) -> Any:
-    """The `EnvSource` behind a registered id (with its renderer, split and difficulty knobs)."""
-    env = make_gym_env(env_id, split=split, **env_kwargs)
-    source = getattr(env.unwrapped, "source", None)
-    if source is None:
+def text_env(env_id: str, *, split: str = "train", **env_kwargs: Any) -> Any:
+    """The unwrapped llm-gym `TextEnv` for a registered id (its `source`, `renderer`, split and
+    difficulty knobs)."""
+    env = make_gym_env(env_id, split=split, **env_kwargs).unwrapped
+    if getattr(env, "source", None) is None or not hasattr(env, "current_env"):
         raise TypeError(
             f"{env_id!r} is not an llm-gym TextEnv (env.unwrapped has no `source`); the adapters need "
             "an id registered by an llm-gym catalog"
         )
-    return source
+    return env
+
+
+def env_source(env_id: str, *, split: str = "train", **env_kwargs: Any) -> Any:
+    """The `EnvSource` behind a registered id (with its renderer, split and difficulty knobs)."""
+    return text_env(env_id, split=split, **env_kwargs).source
+
+
+def episode(env: Any, task_seed: int) -> tuple[Any, list[int], dict[str, Any]]:
+    """Reset the `TextEnv` on `task_seed`; return the seed-API episode it started (its initial
+    observation already taken), the prompt tokens and the reset `info`."""
+    obs, info = env.reset(seed=int(task_seed))
+    return env.current_env, [int(t) for t in obs], info
 
 
 def task_seeds(seed: int, n: int) -> list[int]:
@@ -78,11 +90,6 @@ def task_seeds(seed: int, n: int) -> list[int]:
         raise ValueError(f"n must be non-negative, got {n}")
     state = np.random.SeedSequence(int(seed)).generate_state(n, dtype=np.uint32) if n else []
     return [int(s) & 0x7FFFFFFF for s in state]
-
-
-def make_task_env(source: Any, task_seed: int) -> Any:
-    """The seed-API env `TextEnv.reset(seed=task_seed)` would drive."""
-    return source.make_env(np.random.default_rng(int(task_seed)))
 
 
 def dump_knobs(env_kwargs: dict[str, Any]) -> str:
@@ -139,8 +146,3 @@ def text_to_action(renderer: Any, text: str, *, terminated: bool = True) -> list
                 tokens.append(int(stop))
     return tokens
 
-
-def prompt_text(source: Any, env: Any) -> str:
-    """The rendered prompt the policy continues, decoded with the env's tokenizer."""
-    ob, _stop = run_async(env.initial_observation)
-    return source.renderer.tokenizer.decode(ob.to_ints(), skip_special_tokens=False)

@@ -19,14 +19,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from trainers.adapters._common import (
-    dump_knobs,
-    env_source,
-    make_task_env,
-    prompt_text,
-    require,
-    task_seeds,
-)
+from trainers.adapters._common import dump_knobs, episode, require, task_seeds, text_env
 
 __all__ = ["export_dataset", "write_dataset", "main"]
 
@@ -56,7 +49,7 @@ def export_dataset(
     datasets = require("datasets", "llm-gym export / export_dataset")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
-    source = env_source(env_id, split=split, **env_kwargs)
+    env_ = text_env(env_id, split=split, **env_kwargs)
     knobs = dump_knobs(env_kwargs)
     columns: dict[str, list[Any]] = {
         "prompt": [], "prompt_text": [], "reference_answer": [], "reference_response": [],
@@ -64,11 +57,11 @@ def export_dataset(
         "env_kwargs": [], "multi_turn": [],
     }
     for index, task_seed in enumerate(task_seeds(seed, n)):
-        env = make_task_env(source, task_seed)
+        env, _prompt, info = episode(env_, task_seed)
         prompt = _messages(env)
         reference_response = _call(env, "get_reference_response")
         columns["prompt"].append(prompt)
-        columns["prompt_text"].append(prompt_text(source, env))
+        columns["prompt_text"].append(info["text"])
         columns["reference_answer"].append(_call(env, "get_reference_answer"))
         columns["reference_response"].append(reference_response)
         columns["messages"].append(
@@ -81,7 +74,7 @@ def export_dataset(
         columns["index"].append(index)
         columns["task_seed"].append(task_seed)
         columns["env_kwargs"].append(knobs)
-        columns["multi_turn"].append(bool(source.card.multi_turn))
+        columns["multi_turn"].append(bool(env_.source.card.multi_turn))
     dataset = datasets.Dataset.from_dict(columns)
     dataset.info.description = (
         f"{n} {split} tasks of {env_id} exported by llm-gym (seed={seed}, knobs={knobs})"

@@ -10,8 +10,8 @@ Single-turn envs (`ProblemEnv` families such as `llm/Math-v0`):
 Each dataset row stores what it takes to rebuild its episode (`env_id`, `split`, `task_seed`,
 `env_kwargs` as JSON) next to the reference answer. `EnvReward` receives those columns from TRL
 (`reward_func(prompts=..., completions=..., completion_ids=..., **columns)`), rebuilds the row's env
-through the Gymnasium face (`gym.make(env_id).unwrapped.source.make_env(default_rng(task_seed))`,
-the very task `reset(seed=task_seed)` gives), tokenizes the completion text with the env's renderer
+through the Gymnasium face (`gym.make(env_id).unwrapped.reset(seed=task_seed)`, then its
+`current_env`), tokenizes the completion text with the env's renderer
 and calls the env's `step`, so the reward is exactly the env's. The env's metrics (`format`,
 `correct`) go to TRL's logs through the `log_metric` callback TRL passes to reward functions, and to
 the completions table through `log_extra`.
@@ -32,12 +32,12 @@ from typing import Any, Callable, Sequence
 
 from trainers.adapters._common import (
     dump_knobs,
-    env_source,
+    episode,
     load_knobs,
-    make_task_env,
     require,
     run_async,
     task_seeds,
+    text_env,
     text_to_action,
 )
 
@@ -80,15 +80,15 @@ def grpo_dataset(
     forwards every column except `prompt` to reward functions. Same arguments → same rows.
     """
     datasets = require("datasets", "trainers.adapters.trl.grpo_dataset")
-    source = env_source(env_id, split=split, **env_kwargs)
-    _require_single_turn(source, env_id)
+    env_ = text_env(env_id, split=split, **env_kwargs)
+    _require_single_turn(env_.source, env_id)
     knobs = dump_knobs(env_kwargs)
     rows: dict[str, list[Any]] = {
         "prompt": [], "reference_answer": [], "env_id": [], "split": [], "task_seed": [],
         "env_kwargs": [],
     }
     for task_seed in task_seeds(seed, n):
-        env = make_task_env(source, task_seed)
+        env, _prompt, _info = episode(env_, task_seed)
         rows["prompt"].append(_conversation(env, env_id))
         rows["reference_answer"].append(str(env.get_reference_answer()))
         rows["env_id"].append(env_id)
@@ -166,15 +166,15 @@ class EnvReward:
         self.__name__ = name
         self.history: list[ScoredCompletion] = []
         self.last_batch: list[ScoredCompletion] = []
-        self._sources: dict[tuple[str, str, str], Any] = {}
+        self._envs: dict[tuple[str, str, str], Any] = {}
 
-    def _source(self, env_id: str, split: str, knobs: str) -> Any:
+    def _text_env(self, env_id: str, split: str, knobs: str) -> Any:
         key = (env_id, split, knobs)
-        if key not in self._sources:
-            source = env_source(env_id, split=split, **load_knobs(knobs))
-            _require_single_turn(source, env_id)
-            self._sources[key] = source
-        return self._sources[key]
+        if key not in self._envs:
+            env = text_env(env_id, split=split, **load_knobs(knobs))
+            _require_single_turn(env.source, env_id)
+            self._envs[key] = env
+        return self._envs[key]
 
     def _terminated(self, ids: Sequence[int] | None) -> bool:
         if self.eos_token_ids is None or ids is None:
@@ -194,16 +194,12 @@ class EnvReward:
         envs, actions = [], []
         for env_id, task_seed, completion, split, knobs, terminated in items:
             knobs_json = knobs if isinstance(knobs, str) else dump_knobs(knobs or {})
-            source = self._source(env_id, split, knobs_json)
-            envs.append(make_task_env(source, int(task_seed)))
-            actions.append(text_to_action(source.renderer, completion, terminated=terminated))
+            env = self._text_env(env_id, split, knobs_json)
+            envs.append(episode(env, int(task_seed))[0])  # initial observation already taken
+            actions.append(text_to_action(env.renderer, completion, terminated=terminated))
 
         async def step_all():
-            results = []
-            for env, action in zip(envs, actions):
-                await env.initial_observation()
-                results.append(await env.step(action))
-            return results
+            return [await env.step(action) for env, action in zip(envs, actions)]
 
         results = run_async(step_all)
         return [
@@ -271,7 +267,7 @@ def multi_turn_dataset(
     `task_seed`, `env_kwargs`.
     """
     datasets = require("datasets", "trainers.adapters.trl.multi_turn_dataset")
-    env_source(env_id, split=split, **env_kwargs)  # validates the id and knobs now, not mid-training
+    text_env(env_id, split=split, **env_kwargs)  # validates the id and knobs now, not mid-training
     knobs = dump_knobs(env_kwargs)
     seeds = task_seeds(seed, n)
     instruction = (
@@ -302,7 +298,7 @@ class TextEnvironment:
     def __init__(self, env_id: str | None = None, *, split: str = "train", **env_kwargs: Any) -> None:
         self._default = (env_id, split, dump_knobs(env_kwargs))
         self._env: Any = None
-        self._source: Any = None
+        self._text_env: Any = None
         self._ob_len = 0
         self._reward = 0.0
         self._done = True
@@ -315,21 +311,21 @@ class TextEnvironment:
         split = row.get("split") or self._default[1]
         knobs = row.get("env_kwargs") or self._default[2]
         task_seed = int(row.get("task_seed", 0))
-        self._source = env_source(env_id, split=split, **load_knobs(knobs))
-        self._env = make_task_env(self._source, task_seed)
-        ob, _stop = run_async(self._env.initial_observation)
-        self._ob_len = ob.length
+        self._text_env = text_env(env_id, split=split, **load_knobs(knobs))
+        self._env, prompt, _info = episode(self._text_env, task_seed)
+        self._ob_len = len(prompt)
         self._reward, self._done, self._metrics = 0.0, False, {}
-        return self._text(ob.to_ints())
+        return self._text(prompt)
 
     def _text(self, tokens: list[int]) -> str:
         """Observation tokens as the text a tool reply carries: the contents of the non-assistant
         messages when the renderer uses ChatML markup, the plain decoded text otherwise."""
-        raw = self._source.renderer.tokenizer.decode(tokens, skip_special_tokens=False)
+        tokenizer = self._text_env.renderer.tokenizer
+        raw = tokenizer.decode(tokens, skip_special_tokens=False)
         turns = _CHATML_TURN.findall(raw)
         if turns:
             return "\n".join(c.strip() for role, c in turns if role != "assistant" and c.strip())
-        return self._source.renderer.tokenizer.decode(tokens, skip_special_tokens=True).strip()
+        return tokenizer.decode(tokens, skip_special_tokens=True).strip()
 
     def act(self, message: str) -> str:
         """Send your next move or message to the environment.
@@ -344,7 +340,7 @@ class TextEnvironment:
             raise RuntimeError("call reset() before act()")
         if self._done:
             return f"The episode is over. Total reward: {self._reward:g}."
-        action = text_to_action(self._source.renderer, message, terminated=True)
+        action = text_to_action(self._text_env.renderer, message, terminated=True)
         result = run_async(self._env.step, action)
         self._reward += float(result.reward)
         self._metrics = {k: float(v) for k, v in result.metrics.items()}
@@ -373,5 +369,5 @@ def environment_factory(env_id: str | None = None, *, split: str = "train", **en
     """A zero-argument factory of `TextEnvironment`s for `GRPOTrainer(environment_factory=...)`.
     Rows of `multi_turn_dataset` override the id, split, knobs and seed per episode."""
     if env_id is not None:
-        env_source(env_id, split=split, **env_kwargs)  # fail now on a bad id or knob
+        text_env(env_id, split=split, **env_kwargs)  # fail now on a bad id or knob
     return functools.partial(TextEnvironment, env_id, split=split, **env_kwargs)

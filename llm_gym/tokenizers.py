@@ -46,6 +46,10 @@ class ByteTokenizer:
         self.name_or_path = BYTE_TOKENIZER_NAME
         self._special_to_id = {tok: self.NUM_BYTES + i for i, tok in enumerate(self.SPECIAL_TOKENS)}
         self._id_to_special = {i: tok for tok, i in self._special_to_id.items()}
+        # decode(skip_special_tokens=False) fast path: each id's bytes (special tokens are ASCII).
+        self._id_bytes = [bytes([i]) for i in range(self.NUM_BYTES)] + [
+            tok.encode("ascii") for tok in self.SPECIAL_TOKENS
+        ]
 
     # --- sizes and special ids -------------------------------------------------------------
     @property
@@ -122,6 +126,18 @@ class ByteTokenizer:
                 return bytes(ids).decode("utf-8", errors=errors)
             except (TypeError, ValueError):
                 pass  # special tokens, or bad ids: validated below with a clear error
+            if not skip_special_tokens:
+                # Special tokens shown: splice their ASCII names into the bytes and decode once
+                # (ASCII never continues a UTF-8 sequence, so this equals decoding the runs
+                # between them one by one). A non-integer id raises TypeError here and gets the
+                # clear error below.
+                try:
+                    if min(ids) >= 0 and max(ids) < len(self._id_bytes):
+                        return b"".join(map(self._id_bytes.__getitem__, ids)).decode(
+                            "utf-8", errors=errors
+                        )
+                except TypeError:
+                    pass
         ids = _checked_ids(ids, "ByteTokenizer.decode ids")
         if not ids or max(ids) < self.NUM_BYTES:
             return bytes(ids).decode("utf-8", errors=errors)

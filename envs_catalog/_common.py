@@ -20,6 +20,8 @@ from llm_gym.renderers import ChatMLRenderer, Message, Renderer, RoleColonRender
 from llm_gym.renderers.role_colon import STOP_TEXT as ROLE_COLON_STOP_TEXT
 
 TEST_SPLIT_MODULUS = 10  # 1 task in 10 (by hash) is held out for split="test"
+_MAX_CACHED_TAILS = 1024
+_JUST_INT = {int}
 
 
 def hash_key(key: str) -> int:
@@ -87,12 +89,38 @@ class TurnContinuation:
             )
         elif isinstance(renderer, RoleColonRenderer):
             self._kind = "role_colon"
+            self._user_prefix = {  # the tokens before the user text, by how the action ended
+                "stop": [],
+                "blank": tok.encode("User:", add_special_tokens=False),
+                "other": tok.encode("\n\n", add_special_tokens=False)
+                + tok.encode("User:", add_special_tokens=False),
+            }
         else:
             raise NotImplementedError(
                 f"multi-turn catalog envs build prefix-extending observations for the 'chatml' and "
                 f"'role_colon' renderers; got {type(renderer).__name__}. Pass renderer='chatml' "
                 "(tokenizers with <|im_start|>/<|im_end|>) or renderer='role_colon'."
             )
+        # Tokens that follow the action for a given user text (games repeat a few texts, such
+        # as "Higher." and "Lower."); bounded, cleared when full.
+        self._tails: dict[str, list[int]] = {}
+
+    def _user_turn(self, user_text: str) -> list[int]:
+        """The tokens of the new user turn and the assistant header (cached per text); for
+        chatml they start after the end-of-turn id, for role_colon after the "User:" header."""
+        tail = self._tails.get(user_text)
+        if tail is None:
+            tok = self.renderer.tokenizer
+            if self._kind == "chatml":
+                tail = self._after_end + self._user_header
+                tail += tok.encode(user_text, add_special_tokens=False) + self._assistant_header
+            else:
+                tail = tok.encode(" " + user_text + "\n\n", add_special_tokens=False)
+                tail += tok.encode("Assistant:", add_special_tokens=False)
+            if len(self._tails) >= _MAX_CACHED_TAILS:
+                self._tails.clear()
+            self._tails[user_text] = tail
+        return tail
 
     def first(self, messages: Sequence[Message]) -> ModelInput:
         return self.renderer.build_generation_prompt(list(messages))
@@ -101,25 +129,21 @@ class TurnContinuation:
         """The observation after `action`, with a new user turn `user_text`. Callers must not
         pass actions holding out-of-vocabulary ids (end the episode instead)."""
         tok = self.renderer.tokenizer
-        action = [int(t) for t in action]
+        if type(action) is not list or set(map(type, action)) != _JUST_INT:
+            action = [int(t) for t in action]
         if self._kind == "chatml":
-            tail: list[int] = []
             if not action or action[-1] != self._end_of_turn[0]:
-                tail += self._end_of_turn
-            tail += self._after_end + self._user_header
-            tail += tok.encode(user_text, add_special_tokens=False) + self._assistant_header
-            return prev_ob.append(action + tail)
+                return prev_ob.append(action + self._end_of_turn + self._user_turn(user_text))
+            return prev_ob.append(action + self._user_turn(user_text))
         # role_colon: the stop text "\n\nUser:" doubles as the next user header; pieces are
         # encoded as the renderer encodes them (header "User:", body " text\n\n").
         text = tok.decode(action, skip_special_tokens=True) if action else ""
         eos = getattr(tok, "eos_token_id", None)
         ended_by_eos = bool(action) and action[-1] == eos
         if text.endswith(ROLE_COLON_STOP_TEXT) and not ended_by_eos:
-            tail = []
+            prefix = self._user_prefix["stop"]
         elif text.endswith("\n\n") and not ended_by_eos:
-            tail = tok.encode("User:", add_special_tokens=False)
+            prefix = self._user_prefix["blank"]
         else:
-            tail = tok.encode("\n\n", add_special_tokens=False) + tok.encode("User:", add_special_tokens=False)
-        tail += tok.encode(" " + user_text + "\n\n", add_special_tokens=False)
-        tail += tok.encode("Assistant:", add_special_tokens=False)
-        return prev_ob.append(action + tail)
+            prefix = self._user_prefix["other"]
+        return prev_ob.append(action + prefix + self._user_turn(user_text))

@@ -57,13 +57,18 @@ class GuessNumberEnv(Env):
     def __init__(
         self, renderer: Renderer, secret: int, *, max_number: int, max_turns: int,
         invalid_penalty: float, continuation: TurnContinuation | None = None,
+        intro: ModelInput | None = None,
     ) -> None:
+        """`intro`, if given, must be the first observation this env would build (the source
+        caches it: it depends only on the knobs)."""
         self.renderer = renderer
         self.secret = secret
         self.max_number = max_number
         self.max_turns = max_turns
         self.invalid_penalty = invalid_penalty
         self.continuation = continuation or TurnContinuation(renderer)
+        self._intro = intro
+        self._stop = renderer.get_stop_sequences()
         self._ob: ModelInput | None = None
         self._turns = 0
         self._invalid_turns = 0
@@ -71,11 +76,13 @@ class GuessNumberEnv(Env):
 
     @property
     def stop_condition(self) -> StopCondition:
-        return self.renderer.get_stop_sequences()
+        return list(self._stop)
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
-        intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
-        self._ob = self.continuation.first([intro])
+        if self._intro is None:
+            intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
+            self._intro = self.continuation.first([intro])
+        self._ob = self._intro
         return self._ob, self.stop_condition
 
     def _finish(self, reward: float, solved: bool, metrics: dict, logs: dict) -> StepResult:
@@ -155,15 +162,18 @@ class GuessNumberSource(EnvSource):
         self.max_turns = check_int("max_turns", own["max_turns"], 1, 100)
         self.invalid_penalty = check_float("invalid_penalty", own["invalid_penalty"], 0.0, 1.0)
         self.continuation = TurnContinuation(renderer)
-        self._secrets = np.array(held_out_secrets(self.max_number, split), dtype=np.int64)
+        self._secrets = held_out_secrets(self.max_number, split)
+        intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
+        self._intro = self.continuation.first([intro])  # the same for every game
 
     @property
     def reward_range(self) -> tuple[float, float]:
         return (-self.invalid_penalty * self.max_turns, 1.0)
 
     def make_env(self, rng: np.random.Generator) -> GuessNumberEnv:
-        secret = int(self._secrets[rng.integers(len(self._secrets))])
+        secret = self._secrets[int(rng.integers(len(self._secrets)))]
         return GuessNumberEnv(
             self.renderer, secret, max_number=self.max_number, max_turns=self.max_turns,
             invalid_penalty=self.invalid_penalty, continuation=self.continuation,
+            intro=self._intro,
         )

@@ -130,8 +130,12 @@ def extract_single_integer(
     contains exactly one number literal, an integer, is accepted too. Two or more numbers ("5 or 6")
     give `(None, CONFLICTING)`; no number gives `(None, MALFORMED)`.
     """
-    from llm_gym.grading.numeric import parse_number
+    from llm_gym.grading.numeric import _PLAIN_INT, parse_number
 
+    if len(text) <= max_chars:  # fast path: a bare integer, as the rules below would read it
+        stripped = text.strip()
+        if _PLAIN_INT.fullmatch(stripped):
+            return int(stripped), AnswerStatus.OK
     extraction = extract_answer(text, max_chars=max_chars)
     if not extraction.ok:
         return None, extraction.status

@@ -24,6 +24,7 @@ _MAX_NUMBER_CHARS = 64
 _DECIMAL = re.compile(r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")
 _FRACTION = re.compile(r"([+-]?\d+)/(\d+)")
 _PLAIN_INT = re.compile(r"-?\d{1,18}")
+_OK = AnswerStatus.OK.value
 
 
 def parse_number(text: str) -> Fraction | None:
@@ -62,6 +63,11 @@ def grade_numeric(
     response: str, target: int | Fraction | str, *, max_chars: int = MAX_RESPONSE_CHARS
 ) -> Grade:
     """Grade `response` against `target` (an int, a Fraction, or a string `parse_number` reads)."""
+    if len(response) <= max_chars:  # fast path: a bare integer (what extract_answer would return)
+        stripped = response.strip()
+        if _PLAIN_INT.fullmatch(stripped) and type(target) is int:
+            value = int(stripped)
+            return Grade(value == target, True, _OK, Fraction(value))
     if isinstance(target, str):
         parsed_target = parse_number(target)
         if parsed_target is None:
@@ -73,4 +79,4 @@ def grade_numeric(
     value = parse_number(extraction.candidate or "")
     if value is None:
         return Grade(False, False, "not_a_number")
-    return Grade(value == target, True, AnswerStatus.OK.value, value)
+    return Grade(value == target, True, _OK, value)

@@ -121,23 +121,23 @@ class ByteTokenizer:
         """Decode ids to text. Invalid UTF-8 becomes U+FFFD (`errors="replace"`, the default);
         ids outside the vocabulary raise `InvalidTokenError`; text or non-integer ids raise
         `TypeError`."""
-        if isinstance(ids, (list, tuple)):
-            try:  # the common case, plain bytes: bytes() checks types and range in one C pass
-                return bytes(ids).decode("utf-8", errors=errors)
-            except (TypeError, ValueError):
-                pass  # special tokens, or bad ids: validated below with a clear error
-            if not skip_special_tokens:
-                # Special tokens shown: splice their ASCII names into the bytes and decode once
-                # (ASCII never continues a UTF-8 sequence, so this equals decoding the runs
-                # between them one by one). A non-integer id raises TypeError here and gets the
-                # clear error below.
-                try:
-                    if min(ids) >= 0 and max(ids) < len(self._id_bytes):
+        if isinstance(ids, (list, tuple)) and ids:
+            # Fast paths, range-checked by C-level min/max (no exception raised for the common
+            # special-token case); non-integer ids raise TypeError here and get the clear error
+            # below. Plain bytes: bytes(). Special tokens shown: splice their ASCII names into
+            # the bytes and decode once (ASCII never continues a UTF-8 sequence, so this equals
+            # decoding the runs between them one by one).
+            try:
+                if min(ids) >= 0:
+                    high = max(ids)
+                    if high < self.NUM_BYTES:
+                        return bytes(ids).decode("utf-8", errors=errors)
+                    if high < len(self._id_bytes) and not skip_special_tokens:
                         return b"".join(map(self._id_bytes.__getitem__, ids)).decode(
                             "utf-8", errors=errors
                         )
-                except TypeError:
-                    pass
+            except TypeError:
+                pass
         ids = _checked_ids(ids, "ByteTokenizer.decode ids")
         if not ids or max(ids) < self.NUM_BYTES:
             return bytes(ids).decode("utf-8", errors=errors)

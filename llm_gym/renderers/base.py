@@ -104,11 +104,10 @@ def first_index(tokens: list[int], stops: Sequence[int]) -> tuple[int, int | Non
     One C-level `list.index` scan per stop id, no Python work per token."""
     best, which = len(tokens), None
     for stop in stops:
-        try:
-            pos = tokens.index(stop, 0, best)
-        except ValueError:
-            continue
-        best, which = pos, stop
+        if stop in tokens:  # C-level scan; avoids raising ValueError for absent stops
+            pos = tokens.index(stop)
+            if pos < best:
+                best, which = pos, stop
     return best, which
 
 

@@ -33,6 +33,7 @@ class ChatMLRenderer(Renderer):
             )
         self.im_start, self.im_end = int(ids[0]), int(ids[1])
         self.eos = getattr(tokenizer, "eos_token_id", None)
+        self._parse_stops = [self.im_end] if self.eos is None else [self.im_end, self.eos]
         self._newline = tokenizer.encode("\n", add_special_tokens=False)
 
     def _turn_header(self, role: str) -> list[int]:
@@ -64,8 +65,7 @@ class ChatMLRenderer(Renderer):
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
         valid, had_invalid = self._split_valid(tokens)
-        stops = [self.im_end] if self.eos is None else [self.im_end, self.eos]
-        cut, which = first_index(valid, stops)
+        cut, which = first_index(valid, self._parse_stops)
         if which is None:
             termination = ParseTermination.LENGTH
         else:

@@ -297,7 +297,8 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def _finish_reset(self, ob: ModelInput, stop: StopCondition) -> tuple[np.ndarray, dict[str, Any]]:
         tokens = ob.to_ints()  # a fresh list
-        self._transcript = tokens[:]
+        if self.render_mode == "ansi":  # the transcript exists only to be rendered
+            self._transcript = tokens[:]
         self._stop = list(stop)
         self._turn = 0
         self._return = 0.0
@@ -352,8 +353,10 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         terminated = bool(result.episode_done)
         truncated = (not terminated) and self.turn_limit is not None and self._turn >= self.turn_limit
         valid = _valid_ids(tokens, self.vocab_size)
-        next_tokens = result.next_observation.to_ints()  # a fresh list
-        self._extend_transcript(valid, next_tokens)
+        ob = result.next_observation
+        next_tokens = ob.tokens if type(ob) is ModelInput else ob.to_ints()  # ints, validated
+        if self.render_mode == "ansi":
+            self._extend_transcript(valid, list(next_tokens))
         stop = self._stop = list(result.next_stop_condition)
         metrics = dict(result.metrics)
         sums, counts = self._metric_sums, self._metric_counts

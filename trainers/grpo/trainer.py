@@ -306,6 +306,7 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     model, _hf_tok = load_policy(model_path, device=accelerator.device,
                                  dtype=torch.float32)
     check_vocab_compat(model, env_tok)
+    set_cpu_threads(cfg, model, accelerator)
     pad_id = int(getattr(env_tok, "pad_token_id", None) or 0)
 
     ckpt = latest_checkpoint(run_dir) if cfg.resume else None
@@ -321,7 +322,7 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     if ckpt is None:
         if cfg.sft_steps > 0:
             summary["eval_before_sft"] = evaluate(cfg, model, accelerator, stop_ids, pad_id)["accuracy"]
-            summary.update(run_sft(cfg, model, env_tok, accelerator))
+            summary.update(run_sft(cfg, model, accelerator))
         summary["eval_before_rl"] = evaluate(cfg, model, accelerator, stop_ids, pad_id)["accuracy"]
 
     if cfg.lora_r > 0:
@@ -425,6 +426,15 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     return summary
 
 
+def set_cpu_threads(cfg: GRPOConfig, model, accelerator) -> None:
+    if accelerator.device.type != "cpu":
+        return
+    if cfg.cpu_threads > 0:
+        torch.set_num_threads(cfg.cpu_threads)
+    elif sum(p.numel() for p in model.parameters()) < 50_000_000:
+        torch.set_num_threads(1)
+
+
 def _quiet_libraries() -> None:
     """No per-save progress bars or deprecation chatter from HF inside the training loop."""
     import warnings
@@ -445,17 +455,20 @@ def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summar
     accelerator.wait_for_everyone()
 
 
-def run_sft(cfg: GRPOConfig, model, env_tok, accelerator) -> dict[str, Any]:
-    """Cold start: 4a's `sft_warm_start` on reference responses from the train split, stopped
-    early once validation accuracy is inside `cfg.sft_target_band`."""
+def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
+    """Cold start: `trainers.sft.sft_warm_start` on the env's reference responses (train split),
+    stopped as soon as held-out accuracy enters `cfg.sft_target_band`. Every rank runs the same
+    seeded SFT, so all ranks enter RL with identical weights."""
     from trainers.sft import sft_warm_start
 
     result = sft_warm_start(
         model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, max_steps=cfg.sft_steps,
-        lr=cfg.sft_lr, batch_size=cfg.sft_batch_size, target_band=cfg.sft_target_band,
-        seed=cfg.seed, device=accelerator.device,
+        batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=tuple(cfg.sft_target_band),
+        eval_max_tokens=cfg.max_tokens, seed=cfg.seed, device=accelerator.device,
     )
-    return {"sft": result if isinstance(result, dict) else getattr(result, "__dict__", str(result))}
+    return {"sft_steps_run": result.steps, "sft_stopped_reason": result.stopped_reason,
+            "sft_val_accuracy": result.accuracy, "sft_seconds": result.seconds,
+            "sft_eval_history": [list(x) for x in result.eval_history]}
 
 
 def wrap_lora(model, cfg: GRPOConfig):

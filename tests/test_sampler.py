@@ -206,6 +206,18 @@ def test_max_batch_size_splits_and_bad_call_fails_alone(model):
     assert sampler.stats.batches == 3  # 10 requests, at most 4 rows per batch
 
 
+def test_per_call_max_tokens_in_one_batch(model):
+    sampler = HFSampler(model, max_tokens=50, seed=0)
+
+    async def main():
+        return await asyncio.gather(*[sampler(PROMPTS[0], [], max_tokens=k) for k in (2, 5, 3)])
+
+    results = asyncio.run(main())
+    assert [len(r.tokens) for r in results] == [2, 5, 3]
+    assert all(r.stop_reason == "length" for r in results)
+    assert sampler.stats.batches == 1 and sampler.stats.decode_steps == 4
+
+
 class _EchoEnv(ProblemEnv):
     def get_question(self) -> str:
         return "Say 7"

@@ -108,6 +108,9 @@ class HFSampler(TokenCompleter):
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+            # Generation needs no gradient sync; the wrapped module shares the same weights.
+            model = model.module
         self.model = model
         self.temperature = float(temperature)
         self.max_tokens = int(max_tokens)

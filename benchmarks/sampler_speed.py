@@ -6,7 +6,7 @@ method generates exactly the same number of tokens), on the tiny preset model. P
 method and the ratios against `model.generate` on the same left-padded batch, by wall clock and by
 process CPU time (the CPU-time ratio is the steadier one on a machine shared with other jobs).
 
-    .venv/bin/python benchmarks/sampler_speed.py [--groups 64 --group-size 8 --new-tokens 32]
+    .venv/bin/python benchmarks/sampler_speed.py [--groups 64 --group-size 8 --new-tokens 32 --threads 1]
 """
 
 from __future__ import annotations
@@ -73,7 +73,12 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=64)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--new-tokens", type=int, default=32)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="torch.set_num_threads (1 is much faster for the tiny model on a busy "
+                             "2-core machine); default: torch's own choice")
     args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from trainers.models import build_tiny_model
 

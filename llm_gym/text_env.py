@@ -234,6 +234,9 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self._metric_sums: dict[str, float] = {}
         self._metric_counts: dict[str, int] = {}
         self._transcript: list[int] = []
+        # (prompt ModelInput, its text, its array) of the last reset: sources that hand out one
+        # cached prompt object (fixed game intros, per-task prompt caches) skip re-decoding it.
+        self._last_prompt: tuple[ModelInput, str, np.ndarray] | None = None
         self._stop: StopCondition = []
 
     # --- public attributes ------------------------------------------------------------------
@@ -296,16 +299,22 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         return env
 
     def _finish_reset(self, ob: ModelInput, stop: StopCondition) -> tuple[np.ndarray, dict[str, Any]]:
-        tokens = ob.to_ints()  # a fresh list
+        memo = self._last_prompt
+        if memo is not None and memo[0] is ob:  # the same (immutable) prompt object as last time
+            _, text, array = memo
+        else:
+            tokens = ob.to_ints()
+            text, array = self._decode(tokens), _int64_array(tokens)
+            self._last_prompt = (ob, text, array)
         if self.render_mode == "ansi":  # the transcript exists only to be rendered
-            self._transcript = tokens[:]
+            self._transcript = array.tolist()
         self._stop = list(stop)
         self._turn = 0
         self._return = 0.0
         self._metric_sums, self._metric_counts = {}, {}
         self._done = False
-        info = {"text": self._decode(tokens), "stop_condition": list(stop), "turn": 0}
-        return np.asarray(tokens, dtype=np.int64), info
+        info = {"text": text, "stop_condition": list(stop), "turn": 0}
+        return array.copy(), info
 
     # --- step -------------------------------------------------------------------------------
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
@@ -381,8 +390,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
             episode["turns"] = self._turn
             episode["truncated"] = float(truncated)
             info["episode_metrics"] = episode
-        obs = np.asarray(next_tokens, dtype=np.int64) if next_tokens else np.empty(0, dtype=np.int64)
-        return obs, reward, terminated, truncated, info
+        return _int64_array(next_tokens), reward, terminated, truncated, info
 
     # --- rendering and teardown --------------------------------------------------------------
     def render(self) -> str | None:
@@ -477,6 +485,12 @@ def _action_to_ids(action: Any) -> list[int]:
 
 
 _JUST_INT = {int}
+
+
+def _int64_array(tokens: Sequence[int]) -> np.ndarray:
+    """A fresh int64 array of validated token ids (`np.fromiter` is the cheapest conversion for
+    the short sequences here; ids of 2**63 and more raise OverflowError, as `np.asarray` does)."""
+    return np.fromiter(tokens, dtype=np.int64, count=len(tokens))
 
 
 def _valid_ids(tokens: list[int], vocab_size: int) -> list[int]:

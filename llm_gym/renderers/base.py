@@ -66,7 +66,7 @@ class ParseTermination(str, enum.Enum):
 
     @property
     def is_clean(self) -> bool:
-        return self in (ParseTermination.STOP_SEQUENCE, ParseTermination.EOS)
+        return self is ParseTermination.STOP_SEQUENCE or self is ParseTermination.EOS
 
     @property
     def is_stop_sequence(self) -> bool:

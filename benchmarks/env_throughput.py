@@ -1,13 +1,22 @@
 """Environment throughput, side by side in one process: llm-gym vs reasoning-gym vs GEM.
 
-1. Arithmetic items/s. Ours: `gym.make("llm/Math-v0")` reset(seed) -> prompt token ids, then
-   step(answer token ids) -> reward (tokenising the prompt, decoding and grading the action).
-   reasoning-gym: `basic_arithmetic` generate an item (`dataset[i]`) and score the reference answer
-   (`score_answer`), strings only; once at its default config, once at our default's difficulty
-   (2 terms, 2 digits, "+").
-2. Guess-the-number episodes/s with a binary-search player. Ours: `llm/GuessNumber-v0` over tokens
-   (the player decodes the observation tokens and answers with token ids). GEM:
-   `game:GuessTheNumber-v0-easy` (1..10, 4 turns), strings only; ours is configured the same way.
+1. Arithmetic items/s. Ours, per item: `env.reset(seed=s)` on `gym.make("llm/Math-v0")` (with
+   Gymnasium's default OrderEnforcing + PassiveEnvChecker wrappers; a fresh env per run, so the
+   source's per-task prompt cache starts cold) -> prompt token ids and info text; the "policy"
+   takes the episode's reference response and encodes it (+ `<|im_end|>`) into an int64 array;
+   `env.step(action)` decodes, parses and grades it -> reward (asserted to be 1 for every item).
+   reasoning-gym, per item: `basic_arithmetic` `dataset[i]` (generates the question and answer
+   strings) and `score_answer(gold, entry)` (asserted 1); strings only, no tokenizer. Once at its
+   default config (2-6 terms, 1-4 digits, + - * /), once at our default's difficulty (2 terms,
+   2 digits, "+"): the "same difficulty" row is the like-for-like one.
+2. Guess-the-number episodes/s with a binary-search player (1..10, at most 4 guesses). Ours:
+   `llm/GuessNumber-v0` with max_number=10, max_turns=4 over tokens: reset(seed), then each turn
+   the player encodes its guess (+ `<|im_end|>`), steps, and decodes the new observation tokens to
+   read "Higher"/"Lower". GEM: `game:GuessTheNumber-v0-easy`, reset(seed), steps with
+   "\\boxed{guess}" strings and reads the string observation.
+
+Every run uses fresh seeds (run * n + i): llm-gym caches the PCG64 state per seed (a win for GRPO
+groups, which reset G copies with one seed), and a repeated seed must not flatter the best-of-N.
 
 Run: `make bench-env` (or `.venv/bin/python benchmarks/env_throughput.py`, after
 `pip install -e '.[bench]'`). Prints a markdown table and writes benchmarks/out/env_throughput.json.
@@ -28,24 +37,27 @@ import llm_gym  # noqa: F401  (registers llm/ ids)
 
 
 def _best_of(fn, repeats: int) -> float:
-    """Best items/s of `repeats` runs (each returns (items, seconds))."""
+    """Best items/s of `repeats` runs; `fn(run)` returns (items, seconds). Each run uses its own
+    seeds (run * n + i), so no run re-uses an earlier run's seeds (llm-gym caches the generator
+    state per seed, which helps GRPO groups but must not flatter this benchmark)."""
     best = 0.0
-    for _ in range(repeats):
-        n, secs = fn()
+    for run in range(repeats):
+        n, secs = fn(run)
         best = max(best, n / secs)
     return best
 
 
-def ours_math(n: int) -> tuple[int, float]:
+def ours_math(n: int, run: int = 0) -> tuple[int, float]:
     env = gym.make("llm/Math-v0")
-    tok = env.unwrapped.tokenizer
+    base = env.unwrapped
+    tok = base.tokenizer
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     # Answers are computed outside the timed loop's env calls but inside the loop, like a policy.
     correct = 0.0
     t0 = time.perf_counter()
-    for i in range(n):
+    for i in range(run * n, run * n + n):
         obs, info = env.reset(seed=i)
-        answer = env.unwrapped.current_env.get_reference_response()
+        answer = base.current_env.get_reference_response()
         action = np.asarray(tok.encode(answer) + [im_end], dtype=np.int64)
         _, reward, _, _, _ = env.step(action)
         correct += reward
@@ -60,10 +72,10 @@ RG_DEFAULT: dict = {}
 RG_MATCHED = dict(min_terms=2, max_terms=2, min_digits=2, max_digits=2, operators=("+",))
 
 
-def reasoning_gym_math(n: int, config: dict) -> tuple[int, float]:
+def reasoning_gym_math(n: int, config: dict, run: int = 0) -> tuple[int, float]:
     import reasoning_gym
 
-    ds = reasoning_gym.create_dataset("basic_arithmetic", size=n, seed=0, **config)
+    ds = reasoning_gym.create_dataset("basic_arithmetic", size=n, seed=run, **config)
     correct = 0.0
     t0 = time.perf_counter()
     for i in range(n):
@@ -77,13 +89,13 @@ def reasoning_gym_math(n: int, config: dict) -> tuple[int, float]:
 _HINT = re.compile(r"(higher|lower)", re.IGNORECASE)
 
 
-def ours_guess(n: int) -> tuple[int, float]:
+def ours_guess(n: int, run: int = 0) -> tuple[int, float]:
     env = gym.make("llm/GuessNumber-v0", max_number=10, max_turns=4)
     tok = env.unwrapped.tokenizer
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     wins = 0.0
     t0 = time.perf_counter()
-    for i in range(n):
+    for i in range(run * n, run * n + n):
         obs, _ = env.reset(seed=i)
         lo, hi, seen = 1, 10, len(obs)
         while True:
@@ -100,16 +112,18 @@ def ours_guess(n: int) -> tuple[int, float]:
                 lo = guess + 1
             else:
                 hi = guess - 1
-    return n, time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    assert wins == n, f"binary search must win every game, won {wins}/{n}"
+    return n, secs
 
 
-def gem_guess(n: int) -> tuple[int, float]:
+def gem_guess(n: int, run: int = 0) -> tuple[int, float]:
     import gem
 
     env = gem.make("game:GuessTheNumber-v0-easy")
     wins = 0.0
     t0 = time.perf_counter()
-    for i in range(n):
+    for i in range(run * n, run * n + n):
         env.reset(seed=i)
         lo, hi = 1, 10
         while True:
@@ -122,7 +136,9 @@ def gem_guess(n: int) -> tuple[int, float]:
                 lo = guess + 1
             else:
                 hi = guess - 1
-    return n, time.perf_counter() - t0
+    secs = time.perf_counter() - t0
+    assert wins == n, f"binary search must win every game, won {wins}/{n}"
+    return n, secs
 
 
 def main() -> None:
@@ -133,15 +149,15 @@ def main() -> None:
     args = parser.parse_args()
 
     rows = []
-    ours = _best_of(lambda: ours_math(args.n), args.repeats)
-    theirs = _best_of(lambda: reasoning_gym_math(args.n, RG_DEFAULT), args.repeats)
+    ours = _best_of(lambda run: ours_math(args.n, run), args.repeats)
+    theirs = _best_of(lambda run: reasoning_gym_math(args.n, RG_DEFAULT, run), args.repeats)
     rows.append(("arithmetic items/s, each at its defaults", "llm/Math-v0 (tokens)", ours,
                  "reasoning-gym basic_arithmetic (strings)", theirs))
-    theirs = _best_of(lambda: reasoning_gym_math(args.n, RG_MATCHED), args.repeats)
+    theirs = _best_of(lambda run: reasoning_gym_math(args.n, RG_MATCHED, run), args.repeats)
     rows.append(("arithmetic items/s, same difficulty", "llm/Math-v0 (tokens)", ours,
                  "reasoning-gym basic_arithmetic 2 terms, 2 digits, + (strings)", theirs))
-    ours = _best_of(lambda: ours_guess(args.n), args.repeats)
-    theirs = _best_of(lambda: gem_guess(args.n), args.repeats)
+    ours = _best_of(lambda run: ours_guess(args.n, run), args.repeats)
+    theirs = _best_of(lambda run: gem_guess(args.n, run), args.repeats)
     rows.append(("guess-the-number episodes/s", "llm/GuessNumber-v0 (tokens)", ours,
                  "GEM game:GuessTheNumber-v0-easy (strings)", theirs))
 

@@ -17,6 +17,17 @@ def warm_start_model(path: Path, steps: int = 60, seed: int = 0) -> str:
 
     if (path / "config.json").is_file():
         return str(path)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matmuls: one thread is fastest, esp. on a shared CPU
+    try:
+        return _warm_start(path, steps, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _warm_start(path: Path, steps: int, seed: int) -> str:
+    from trainers.models import build_tiny_model
+
     model, hf_tok = build_tiny_model(None, seed=seed)
     renderer = get_renderer(None, load_tokenizer("byte"))
     rng = random.Random(seed)

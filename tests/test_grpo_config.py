@@ -90,3 +90,13 @@ def test_model_with_too_small_vocab_fails_before_training(tmp_path):
     with pytest.raises(ValueError, match=r"200 embedding rows.*261"):
         train(cfg)
     assert not (tmp_path / "runs").exists()  # failed before writing anything
+
+
+def test_vllm_backend_is_an_honest_stub():
+    import importlib.util
+
+    from trainers.grpo.vllm_backend import VLLMServerSampler
+
+    expected = NotImplementedError if importlib.util.find_spec("vllm") else ImportError
+    with pytest.raises(expected, match="vllm|vLLM"):
+        VLLMServerSampler()

@@ -45,6 +45,10 @@ def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
     assert all(math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"]) for r in full.values())
     assert any(r["grad_norm"] > 0 for r in full.values())  # the warm model gives reward variance
     assert abs(full[1]["sampler_kl"]) < 1e-4  # sampling logprobs == the learner's on-policy
+    assert any(r["group_reward_std"] > 0 and r["frac_mixed_groups"] > 0 for r in full.values())
+    for key in ("reward", "correct", "entropy", "kl", "clip_frac", "tokens_per_s", "step_seconds",
+                "loss", "grad_norm"):
+        assert key in full[1], key
     for key in ("eval_before_rl", "eval_after_rl", "steps", "wall_seconds"):
         assert key in summary
     assert json.loads((full_cfg.run_dir / "summary.json").read_text())["steps"] == 4
@@ -110,3 +114,16 @@ def test_masked_positions_of_a_real_multi_turn_datum_get_no_gradient(warm_model)
     assert (mb.mask == 0).any() and (mb.mask == 1).any()
     assert grad_norm_per_pos[mb.mask == 0].max() == 0
     assert grad_norm_per_pos[mb.mask == 1].min() > 0
+
+
+def test_lora_and_bf16_paths_train(warm_model, tmp_path):
+    from trainers.grpo.trainer import train
+
+    cfg = _math_cfg(warm_model, tmp_path, steps=2, lora_r=4, bf16=True, kl_beta=0.1,
+                    loss="ppo", loss_reduction="seq_mean")
+    train(cfg)
+    records = _train_records(cfg.run_dir)
+    assert all(math.isfinite(r["loss"]) and r["kl"] >= 0 for r in records.values())
+    state = torch.load(cfg.run_dir / "checkpoints" / "step_000002" / "model_state.pt")
+    assert any("lora_A" in k for k in state)  # adapters were trained and saved
+    assert (cfg.run_dir / "checkpoints" / "step_000002" / "model" / "adapter_config.json").is_file()

@@ -43,6 +43,7 @@ from llm_gym.rl import (
 from llm_gym.rl.rollouts import RolloutLimits
 from trainers._trl_compat import (
     entropy_from_logits,
+    nanstd,
     pad,
     selective_log_softmax,
     unwrap_model_for_generation,
@@ -81,7 +82,14 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     rewards = [r for g in groups for r in g.get_total_rewards()]
     correct = [trajectory_correct(t) for g in groups for t in g.trajectories_G]
     n_tokens = [sum(len(tr.ac.tokens) for tr in t.transitions) for g in groups for t in g.trajectories_G]
+    # within-group reward spread (NaN-padded for groups that lost rollouts): 0 means no signal
+    rewards_PG = pad([torch.tensor(g.get_total_rewards(), dtype=torch.float32) for g in groups],
+                     float("nan")) if groups else torch.zeros(0, 1)
+    std_P = nanstd(rewards_PG, dim=1) if len(groups) else torch.zeros(0)
     return {
+        "group_std_sum": float(torch.nan_to_num(std_P).sum()),
+        "mixed_groups": float((std_P > 0).sum()),
+        "groups": float(len(groups)),
         "reward_sum": float(sum(rewards)),
         "correct_sum": float(sum(correct)),
         "episodes": float(len(rewards)),
@@ -282,6 +290,12 @@ def make_accelerator(cfg: GRPOConfig):
     cpu = cfg.device == "cpu" or (cfg.device == "auto" and not torch.cuda.is_available())
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device='cuda' but torch sees no CUDA GPU; use --device cpu or auto")
+    # AcceleratorState is a process-wide singleton that refuses a second, different precision; a
+    # new run in the same process (tests, notebooks) starts from a fresh one. The process group
+    # (PartialState) is kept, so this is safe under `accelerate launch`.
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=False)
     return Accelerator(cpu=cpu, mixed_precision="bf16" if cfg.bf16 else "no")
 
 
@@ -289,7 +303,19 @@ def make_accelerator(cfg: GRPOConfig):
 # The run
 # ------------------------------------------------------------------------------------------------
 def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
-    """Run SFT warm start (optional) + GRPO as configured; return (and write) the summary."""
+    """Run SFT warm start (optional) + GRPO as configured; return (and write) the summary.
+
+    `dataset` replaces the registered env's train split (any `RLDataset`); evaluation still uses
+    `cfg.env`'s test split. Torch's CPU thread count is restored on return.
+    """
+    threads = torch.get_num_threads()
+    try:
+        return _train(cfg, dataset)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     t_start = time.monotonic()
     cfg.validate(check_env=dataset is None)
     _quiet_libraries()
@@ -388,12 +414,15 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
 
         # 4. metrics
         totals = accelerator.reduce(torch.tensor(
-            [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"]],
+            [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
+             stats["group_std_sum"], stats["mixed_groups"], stats["groups"]],
             dtype=torch.float64, device=accelerator.device), "sum").tolist()
         step_seconds = time.monotonic() - t0
         step_metrics = {
             "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
             **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
+            "group_reward_std": totals[4] / max(totals[6], 1),
+            "frac_mixed_groups": totals[5] / max(totals[6], 1),
             "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
             "sample_seconds": t_sample, "step_seconds": step_seconds,
         }

@@ -26,7 +26,6 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np

@@ -203,3 +203,21 @@ def test_warm_start_stops_when_held_out_accuracy_reaches_target():
     assert result.stopped_reason == "target_band", result
     assert result.accuracy == 1.0 and result.steps < 60
     assert eval_fn(model) == result.accuracy
+
+
+def test_validation_tasks_are_kept_out_of_sft_examples():
+    """The warm start's stopping check uses train-split tasks that SFT never trains on."""
+    import numpy as np
+
+    from trainers.sft import _task_key, sft_examples_from_source, source_for_env, task_keys
+
+    source = source_for_env("llm/Math-v0", "train")
+    validation = task_keys(source, 64, seed=7)
+    assert len(validation) > 50  # distinct tasks, not one repeated
+    examples = sft_examples_from_source(source, 2000, np.random.default_rng(0), exclude=validation)
+    seen = {tuple(m["content"] for m in convo[:-1]) for convo in examples}
+    assert not (seen & validation)
+    # Without the exclusion, the same draw does hit validation tasks (so the check above bites).
+    unfiltered = sft_examples_from_source(source, 2000, np.random.default_rng(0))
+    assert {tuple(m["content"] for m in c[:-1]) for c in unfiltered} & validation
+    assert _task_key(source.make_env(np.random.default_rng(0)))  # keys are the prompt texts

@@ -11,7 +11,9 @@ any `eval_fn` you give it) and stops as soon as it enters `target_band`.
 
 Two ways in: `sft_warm_start(model, renderer, conversations, ...)` with your own examples, or
 `sft_warm_start(model, env_id="llm/Math-v0", env_kwargs={...})`, which draws training examples from
-the env's train split and measures accuracy on its test split.
+the env's train split and measures accuracy on a *validation* slice of that split: a fixed set of
+train tasks that is kept out of the SFT examples. The test split stays untouched, for the
+evaluations a caller reports (the GRPO trainer's `eval_before_rl` / `eval_after_rl`).
 """
 
 from __future__ import annotations
@@ -75,18 +77,43 @@ def source_for_env(env_id: str, split: str = "train", **env_kwargs: Any) -> EnvS
     return source
 
 
+def _task_key(env: Any) -> tuple[str, ...]:
+    """A task's identity for de-duplication: the texts of its prompt conversation."""
+    return tuple(str(m.get("content", "")) for m in env.conversation())
+
+
+def task_keys(source: EnvSource, n: int, seed: int) -> set[tuple[str, ...]]:
+    """The tasks `make_accuracy_eval(source, num_problems=n, seed=seed)` evaluates on."""
+    rng = np.random.default_rng(seed)
+    return {_task_key(source.make_env(rng)) for _ in range(n)}
+
+
 def sft_examples_from_source(
-    source: EnvSource, n: int, rng: np.random.Generator
+    source: EnvSource,
+    n: int,
+    rng: np.random.Generator,
+    exclude: set[tuple[str, ...]] | None = None,
+    max_redraws: int = 100,
 ) -> list[list[Message]]:
     """`n` conversations ending in the reference assistant response, drawn from `source`.
 
     Needs single-turn envs that expose `conversation()` and `get_reference_response()` (every
     `ProblemEnv` does). Tasks come from `rng` only, so the same generator state gives the same
-    examples.
+    examples. Tasks whose key is in `exclude` (e.g. a validation set, see `task_keys`) are redrawn,
+    up to `max_redraws` times in a row before giving up with an error.
     """
     conversations: list[list[Message]] = []
     for _ in range(n):
         env = source.make_env(rng)
+        redraws = 0
+        while exclude and hasattr(env, "conversation") and _task_key(env) in exclude:
+            redraws += 1
+            if redraws > max_redraws:
+                raise ValueError(
+                    f"{type(source).__name__} keeps drawing validation tasks: its train split is "
+                    "too small to hold out a validation set; lower eval_problems or pass eval_fn"
+                )
+            env = source.make_env(rng)
         convo = getattr(env, "conversation", None)
         reference = getattr(env, "get_reference_response", None)
         if not (callable(convo) and callable(reference)):
@@ -150,7 +177,7 @@ def make_accuracy_eval(
     temperature: float = 0.0,
 ) -> Callable[[torch.nn.Module], float]:
     """An `eval_fn(model) -> accuracy` on a fixed set of `num_problems` tasks from `source`
-    (use its held-out "test" split). All episodes run concurrently through one `HFSampler`, so the
+    (a held-out split, or train tasks kept out of training — see `task_keys`). All episodes run concurrently through one `HFSampler`, so the
     model sees one batch. A problem counts as solved when its episode's last step reports
     `metrics["correct"] == 1` (ProblemEnv), or, for envs without that metric, reaches the top of
     the reward range. Greedy by default, so the same model always scores the same."""
@@ -221,7 +248,8 @@ def sft_warm_start(
         built `(tokens, weights)` pairs;
       - `env_id` (+ `env_kwargs`, as for `llm_gym.make`): `num_examples` (default
         `max_steps * batch_size`) conversations from the env's train split; unless `eval_fn` is
-        given, accuracy is measured greedily on `eval_problems` problems of its test split.
+        given, accuracy is measured greedily on `eval_problems` validation problems: train-split
+        tasks that are excluded from the SFT examples.
 
     Early stopping: `eval_fn(model) -> accuracy` runs before training and every `eval_every`
     steps; training stops at the first check with accuracy >= the band's low end (a float target
@@ -244,14 +272,17 @@ def sft_warm_start(
         kwargs = dict(env_kwargs or {})
         train_source = source_for_env(env_id, "train", **kwargs)
         renderer = train_source.renderer
-        examples = sft_examples_from_source(
-            train_source, num_examples or max(1, max_steps * batch_size), rng
-        )
+        validation: set[tuple[str, ...]] = set()
         if eval_fn is None and target_band is not None:
+            # Validation = a fixed slice of the *train* split, held out of the SFT examples; the
+            # test split is left for the evaluations the caller reports.
             eval_fn = make_accuracy_eval(
-                source_for_env(env_id, "test", **kwargs), num_problems=eval_problems,
-                max_tokens=eval_max_tokens, seed=seed + 1,
+                train_source, num_problems=eval_problems, max_tokens=eval_max_tokens, seed=seed + 1
             )
+            validation = task_keys(train_source, eval_problems, seed + 1)
+        examples = sft_examples_from_source(
+            train_source, num_examples or max(1, max_steps * batch_size), rng, exclude=validation
+        )
     if examples is None or len(examples) == 0:
         raise ValueError("sft_warm_start needs examples (or an env_id to draw them from)")
     data = _as_supervised(examples, renderer, tokenizer_or_renderer)

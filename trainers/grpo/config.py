@@ -106,7 +106,8 @@ class GRPOConfig:
     """Most SFT steps before RL (0 disables the warm start). SFT stops earlier once validation
     accuracy enters `sft_target_band`."""
     sft_target_band: tuple[float, float] = (0.35, 0.55)
-    """Stop SFT when held-out accuracy reaches this band: RL has the most headroom from here."""
+    """Stop SFT when validation accuracy (train-split tasks kept out of the SFT examples) reaches
+    this band: RL has the most headroom from here."""
     sft_lr: float = 1e-3
     """SFT learning rate."""
     sft_batch_size: int = 32

@@ -485,7 +485,7 @@ def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summar
 
 def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
     """Cold start: `trainers.sft.sft_warm_start` on the env's reference responses (train split),
-    stopped as soon as held-out accuracy enters `cfg.sft_target_band`. Every rank runs the same
+    stopped as soon as validation accuracy enters `cfg.sft_target_band`. Every rank runs the same
     seeded SFT, so all ranks enter RL with identical weights."""
     from trainers.sft import sft_warm_start
 

@@ -32,6 +32,34 @@ def test_python_example_runs(index, tmp_path):
     assert proc.returncode == 0, f"README example {index} failed:\n{proc.stdout}\n{proc.stderr}"
 
 
+def _train_lines() -> list[list[str]]:
+    """Argument lists of every `llm-gym train ...` / `-m trainers.cli_train ...` README line."""
+    import shlex
+
+    out = []
+    for block in SHELL_BLOCKS:
+        for line in block.splitlines():
+            line = line.split("#", 1)[0].strip()
+            words = shlex.split(line)
+            if words[:2] == ["llm-gym", "train"]:
+                out.append(words[2:])
+            elif "trainers.cli_train" in words:
+                out.append(words[words.index("trainers.cli_train") + 1 :])
+    return out
+
+
+def test_readme_train_commands_parse_and_validate(monkeypatch):
+    """Each training command shown parses into a valid GRPOConfig (flags, config files, env ids)."""
+    from trainers.cli_train import config_from_args
+
+    lines = _train_lines()
+    assert len(lines) >= 3
+    monkeypatch.chdir(ROOT)  # config paths in the README are relative to the repo root
+    for argv in lines:
+        cfg = config_from_args(argv)
+        cfg.validate()
+
+
 def test_shell_examples_name_real_commands():
     makefile = (ROOT / "Makefile").read_text()
     targets = set(re.findall(r"^([\w-]+):", makefile, flags=re.M))

@@ -84,6 +84,15 @@ class TrainOnWhat(str, enum.Enum):
     ALL_ASSISTANT_MESSAGES = "all_assistant_messages"
 
 
+def trained_messages(messages: Sequence[Message], train_on_what: TrainOnWhat) -> list[bool]:
+    """Per message: does a supervised example put loss weight on its content?"""
+    assistant = [m["role"] == "assistant" for m in messages]
+    if train_on_what == TrainOnWhat.ALL_ASSISTANT_MESSAGES:
+        return assistant
+    last = max((i for i, a in enumerate(assistant) if a), default=-1)
+    return [i == last for i in range(len(messages))]
+
+
 def validate_messages(messages: Sequence[Message]) -> None:
     if not isinstance(messages, (list, tuple)):
         raise TypeError(f"messages must be a list of dicts, got {type(messages).__name__}")

@@ -21,6 +21,7 @@ from llm_gym.renderers.base import (
     Renderer,
     TrainOnWhat,
     first_index,
+    trained_messages,
     validate_messages,
 )
 
@@ -135,13 +136,8 @@ class ChatTemplateRenderer(Renderer):
         validate_messages(messages)
         full = self._template(messages, add_generation_prompt=False)
         weights = [0.0] * len(full)
-        last_assistant = max(
-            (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1
-        )
-        for i, m in enumerate(messages):
-            if m["role"] != "assistant":
-                continue
-            if train_on_what == TrainOnWhat.LAST_ASSISTANT_MESSAGE and i != last_assistant:
+        for i, trained in enumerate(trained_messages(messages, train_on_what)):
+            if not trained:
                 continue
             prompt = self._template(messages[:i], add_generation_prompt=True)
             through = self._template(messages[: i + 1], add_generation_prompt=False)

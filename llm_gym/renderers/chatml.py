@@ -17,6 +17,7 @@ from llm_gym.renderers.base import (
     TrainOnWhat,
     first_index,
     ensure_text,
+    trained_messages,
     validate_messages,
 )
 
@@ -84,16 +85,12 @@ class ChatMLRenderer(Renderer):
         train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
     ) -> tuple[ModelInput, list[float]]:
         validate_messages(messages)
-        last_assistant = max(
-            (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1
-        )
+        trained_flags = trained_messages(messages, train_on_what)
         tokens: list[int] = []
         weights: list[float] = []
         for i, m in enumerate(messages):
             header, body = self._turn(m)
-            trained = m["role"] == "assistant" and (
-                train_on_what == TrainOnWhat.ALL_ASSISTANT_MESSAGES or i == last_assistant
-            )
+            trained = trained_flags[i]
             tokens += header + body + self._newline
             weights += [0.0] * len(header) + [float(trained)] * len(body) + [0.0] * len(self._newline)
         return ModelInput.from_ints(tokens), weights

@@ -18,6 +18,7 @@ from llm_gym.renderers.base import (
     Renderer,
     TrainOnWhat,
     ensure_text,
+    trained_messages,
     validate_messages,
 )
 
@@ -78,15 +79,11 @@ class RoleColonRenderer(Renderer):
         train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
     ) -> tuple[ModelInput, list[float]]:
         validate_messages(messages)
-        last_assistant = max(
-            (i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1
-        )
+        trained_flags = trained_messages(messages, train_on_what)
         tokens: list[int] = []
         weights: list[float] = []
         for i, m in enumerate(messages):
-            trained = m["role"] == "assistant" and (
-                train_on_what == TrainOnWhat.ALL_ASSISTANT_MESSAGES or i == last_assistant
-            )
+            trained = trained_flags[i]
             header, body = self._header(m["role"]), self._body(m)
             tokens += header + body
             weights += [0.0] * len(header) + [float(trained)] * len(body)

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from gymnasium.spaces import Discrete, Sequence, Text
+from gymnasium.spaces import Discrete, Sequence, Space, Text
+from gymnasium.vector.utils import batch_space
 
 from llm_gym.tokenizers import vocab_size_of
 
@@ -48,7 +49,24 @@ class TokenSequence(Sequence):
             raise ValueError(f"max_length must be a non-negative int, got {max_length!r}")
         self.vocab_size = int(vocab_size)
         self.max_length = int(max_length)
-        super().__init__(Discrete(self.vocab_size), seed=seed, stack=True)
+        # `stack=True` semantics, but the batched copy of the feature space that `Sequence` builds
+        # for it (a `MultiDiscrete` with a deep copy of a freshly seeded generator, ~0.1 ms, most
+        # of an env's construction) is made on first use: only `iterate`/`to_jsonable`/
+        # `from_jsonable`/`flatten` need it, and none of them samples from it.
+        super().__init__(Discrete(self.vocab_size), seed=seed, stack=False)
+        self.stack = True
+
+    @property
+    def stacked_feature_space(self) -> Space[Any]:  # type: ignore[override]
+        """`batch_space(feature_space, 1)`, as `Sequence(stack=True)` has it (built lazily)."""
+        stacked = self.__dict__.get("_stacked_feature_space")
+        if stacked is None:
+            stacked = self._stacked_feature_space = batch_space(self.feature_space, 1)
+        return stacked
+
+    @stacked_feature_space.setter
+    def stacked_feature_space(self, value: Space[Any]) -> None:
+        self._stacked_feature_space = value
 
     @classmethod
     def for_tokenizer(cls, tokenizer: Any, max_length: int = DEFAULT_SAMPLE_MAX_LENGTH) -> "TokenSequence":

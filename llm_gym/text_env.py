@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import importlib
+import weakref
 from collections.abc import Coroutine
 from typing import Any, Sequence, TypeVar
 
@@ -66,6 +67,24 @@ def seeded_np_random(
 
 
 _pcg64_states: dict[int, dict[str, Any]] = {}
+
+
+_RENDERER_CACHE_SIZE = 64
+_named_renderers: dict[tuple[str | None, Any], Renderer] = {}
+
+
+def _named_renderer(name: str | None, tokenizer: Any) -> Renderer:
+    """`get_renderer(name, tokenizer)` for a tokenizer that `load_tokenizer` resolved from a name
+    (and so caches): renderers are immutable, so envs made by name share one, and with it the
+    per-renderer prompt caches of their sources."""
+    key = (name, tokenizer)
+    renderer = _named_renderers.get(key)
+    if renderer is None:
+        renderer = get_renderer(name, tokenizer)
+        if len(_named_renderers) >= _RENDERER_CACHE_SIZE:
+            _named_renderers.clear()
+        _named_renderers[key] = renderer
+    return renderer
 
 
 def resolve_source(source: str | type[EnvSource]) -> type[EnvSource]:
@@ -216,7 +235,10 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self.turn_limit = turn_limit
         self.source_cls = resolve_source(source)
         self.tokenizer = load_tokenizer(tokenizer)
-        self.renderer = get_renderer(renderer, self.tokenizer)
+        if (tokenizer is None or type(tokenizer) is str) and (renderer is None or type(renderer) is str):
+            self.renderer = _named_renderer(renderer, self.tokenizer)
+        else:
+            self.renderer = get_renderer(renderer, self.tokenizer)
         self.source: EnvSource = self.source_cls(renderer=self.renderer, split=split, **knobs)
         self.split = split
         self.vocab_size = vocab_size_of(self.tokenizer)
@@ -224,6 +246,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self.action_space = TokenSequence(self.vocab_size, max_length=max_action_length)
         self.env_errors = 0
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_finalizer: weakref.finalize | None = None
         # The generator reset(seed=...) made; re-seeded in place by the next seeded reset (never
         # one a user assigned to env.np_random).
         self._seeded_rng: np.random.Generator | None = None
@@ -400,9 +423,11 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._decode(self._transcript)
 
     def close(self) -> None:
-        if self._loop is not None and not self._loop.is_running():
-            self._loop.close()
+        finalizer = self.__dict__.get("_loop_finalizer")
+        if finalizer is not None and self._loop is not None and not self._loop.is_running():
+            finalizer()  # closes the loop (once) and detaches the finalizer
         self._loop = None
+        self._loop_finalizer = None
         super().close()
 
     # --- helpers ----------------------------------------------------------------------------
@@ -410,9 +435,15 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         return run_coroutine(coro, self._private_loop)
 
     def _private_loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return self._loop
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.new_event_loop()
+            # An env dropped without close() must not leak the loop's file descriptors (or warn).
+            # A finalizer rather than __del__: weakref.finalize also runs at interpreter exit,
+            # *before* modules are torn down (atexit), so closing never meets a half-destroyed
+            # `selectors`/`asyncio` (the "'NoneType' object ..." noise a __del__ printed then).
+            self._loop_finalizer = weakref.finalize(self, _close_loop, loop)
+        return loop
 
     def _decode(self, tokens: Sequence[int]) -> str:
         if type(tokens) is not list:
@@ -429,16 +460,18 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         else:
             self._transcript += next_obs
 
-    def __del__(self) -> None:
-        # An env dropped without close() must not leak its loop's file descriptors (or warn).
-        loop = self.__dict__.get("_loop")
-        if loop is not None and not loop.is_running() and not loop.is_closed():
-            loop.close()
-
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_loop"] = None  # event loops are per-process
+        state["_loop_finalizer"] = None
         return state
+
+
+def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Close a TextEnv's private loop unless something is still running it (then its owner
+    closes it)."""
+    if not loop.is_running() and not loop.is_closed():
+        loop.close()
 
 
 def _action_to_ids(action: Any) -> list[int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from typing import Any
 
 import numpy as np
@@ -186,8 +187,12 @@ class MathSource(EnvSource):
         if space <= _TABLE_MAX_TASKS:
             # Cached per knob setting: GymEnvGroupBuilder builds a new source per episode, and
             # re-enumerating 8100 tasks each time cost ~0.15 s per episode.
-            self._table = _cached_tasks(type(self), self.digits, self.operators, self.num_operands,
-                                        self.allow_negative, self.prompt_style, self.split)
+            table_key = (type(self), self.digits, self.operators, self.num_operands,
+                         self.allow_negative, self.prompt_style, self.split)
+            self._table = _cached_tasks(*table_key)
+            # Prompt tokens depend only on the task and the renderer, so sources over one renderer
+            # share them (GymEnvGroupBuilder keeps hundreds of envs, each with its own source).
+            self._prompts = _shared_prompts(renderer, table_key)
             if not self._table:
                 raise ValueError(
                     f"no {split!r} task exists with digits={self.digits}, operators="
@@ -278,6 +283,34 @@ class MathMultiSource(MathSource):
             {"role": "assistant", "content": "1838"},
         ],
     )
+
+
+# renderer -> task-table key -> {task index: prompt}; entries go away with their renderer.
+_PROMPTS: "weakref.WeakKeyDictionary[Renderer, dict[tuple, dict[int, ModelInput]]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _shared_prompts(renderer: Renderer, table_key: tuple) -> dict[int, ModelInput]:
+    """The prompt cache shared by every source with this renderer object and task table (a
+    private dict when the renderer cannot be weakly referenced)."""
+    try:
+        by_table = _PROMPTS.get(renderer)
+        if by_table is None:
+            by_table = _PROMPTS[renderer] = {}
+    except TypeError:
+        return {}
+    prompts = by_table.get(table_key)
+    if prompts is None:
+        prompts = by_table[table_key] = {}
+    return prompts
+
+
+def _clear_prompt_cache() -> None:
+    """Forget every cached prompt (benchmarks use it to start cold)."""
+    for by_table in list(_PROMPTS.values()):
+        for prompts in list(by_table.values()):
+            prompts.clear()
 
 
 @functools.lru_cache(maxsize=32)

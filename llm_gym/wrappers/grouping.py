@@ -11,7 +11,9 @@ party's, as long as observations and actions are token ids) can be trained.
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Sequence
+import os
+import threading
+from typing import Any, Callable, ClassVar, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -30,7 +32,13 @@ from llm_gym.rl.types import (
     Trajectory,
 )
 
-__all__ = ["DEFAULT_N_BATCHES", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset"]
+__all__ = [
+    "DEFAULT_N_BATCHES",
+    "GymEnvAdapter",
+    "GymEnvGroupBuilder",
+    "GymRLDataset",
+    "clear_env_pool",
+]
 
 EnvFactory = Callable[..., gym.Env]
 DEFAULT_N_BATCHES = 10_000
@@ -79,6 +87,14 @@ class GymEnvAdapter(Env):
         self.seed = seed
         self.options = options
         self._stop: StopCondition = []
+        self._released = False
+
+    def _check_live(self) -> None:
+        if self._released:
+            raise RuntimeError(
+                "this episode's Gymnasium env was released by GymEnvGroupBuilder.cleanup() (it may "
+                "already serve another group); call make_envs() again for new episodes"
+            )
 
     def _default_stop(self) -> StopCondition:
         tokenizer = getattr(self.gym_env.unwrapped, "tokenizer", None)
@@ -86,12 +102,14 @@ class GymEnvAdapter(Env):
         return [int(eos)] if isinstance(eos, (int, np.integer)) else []
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        self._check_live()
         obs, info = self.gym_env.reset(seed=self.seed, options=self.options)
         stop = info.get("stop_condition") if isinstance(info, dict) else None
         self._stop = list(stop) if stop is not None else self._default_stop()
         return ModelInput.from_ints(_obs_to_ints(obs)), list(self._stop)
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        self._check_live()
         try:
             gym_action: Any = np.asarray(action, dtype=np.int64)
         except OverflowError:  # ids beyond int64 are still model output: let the env judge them
@@ -129,8 +147,21 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
     `compute_group_rewards` delegates to the env's own `compute_group_rewards` when it has one
     (`TextEnv` asks its source, with the G seed-API episodes), and gives zeros otherwise. The
     builder stores only the id/factory and arguments, so it pickles; Gymnasium envs are made in
-    `make_envs()` and closed in `cleanup()`.
+    `make_envs()` and released in `cleanup()`.
+
+    Env reuse: making a Gymnasium env per episode is most of a rollout's overhead, so for a
+    registered llm-gym id with an int `seed` the envs released by `cleanup()` go to a small
+    per-process pool keyed by (id, make kwargs), and later `make_envs()` calls take envs from it
+    before calling `gym.make`. A reused env is reset with the new seed, which starts a fresh
+    episode (a `TextEnv` draws the task from the seed alone), so results are the same as with
+    fresh envs. An env belongs to one builder from `make_envs()` until its `cleanup()`, so
+    concurrent rollouts never share one; the seed-API envs of a group must not be used after
+    `cleanup()` (they raise `RuntimeError`). Factories, third-party ids and `seed=None` groups
+    always get fresh envs. `GymEnvGroupBuilder.max_pooled_envs` (default 1024) caps the idle envs
+    kept per key; set it to 0 to turn reuse off; `clear_env_pool()` closes the idle ones.
     """
+
+    max_pooled_envs: ClassVar[int] = 1024
 
     def __init__(
         self,
@@ -151,6 +182,7 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
         self.seed = seed
         self.make_kwargs = make_kwargs
         self._envs: list[GymEnvAdapter] = []
+        self._pool_key: Any = None  # computed on first make_envs (not pickled)
 
     def _make_gym_env(self) -> gym.Env:
         if isinstance(self.env_id_or_factory, str):
@@ -164,9 +196,30 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
         return env
 
     async def make_envs(self) -> Sequence[Env]:
-        envs = [GymEnvAdapter(self._make_gym_env(), self.seed) for _ in range(self.group_size)]
+        key = self._pool_key_or_none()
+        gym_envs = _ENV_POOL.take(key, self.group_size) if key is not None else []
+        while len(gym_envs) < self.group_size:
+            gym_envs.append(self._make_gym_env())
+        envs = [GymEnvAdapter(gym_env, self.seed) for gym_env in gym_envs]
         self._envs += envs
         return envs
+
+    def _pool_key_or_none(self) -> Any:
+        """The env pool's key for this builder's envs, or None when they must not be pooled: a
+        factory (its envs may keep state across resets), `seed=None` (a reused env would continue
+        its old generator instead of drawing fresh entropy), pooling switched off, or make kwargs
+        that cannot be compared safely."""
+        if self.max_pooled_envs <= 0 or self.seed is None or not isinstance(self.env_id_or_factory, str):
+            return None
+        if self._pool_key is None:
+            spec = gym.registry.get(self.env_id_or_factory)
+            if spec is None or spec.entry_point != _text_env_entry_point():
+                return None  # only llm-gym TextEnvs, whose reset(seed) fully defines the episode
+            try:
+                self._pool_key = (self.env_id_or_factory, _freeze(self.make_kwargs))
+            except TypeError:
+                self._pool_key = False
+        return self._pool_key or None
 
     async def compute_group_rewards(
         self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
@@ -187,8 +240,11 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
 
     async def cleanup(self) -> None:
         envs, self._envs = self._envs, []
+        key = self._pool_key_or_none()
         for env in envs:
-            env.gym_env.close()
+            env._released = True  # its Gymnasium env may now serve another group's episode
+            if key is None or not _ENV_POOL.give(key, env.gym_env, self.max_pooled_envs):
+                env.gym_env.close()
 
     def logging_tags(self) -> list[str]:
         if isinstance(self.env_id_or_factory, str):
@@ -198,6 +254,7 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
     def __getstate__(self) -> dict[str, Any]:
         state = self.__dict__.copy()
         state["_envs"] = []  # live envs stay in their process
+        state["_pool_key"] = None
         return state
 
     def __repr__(self) -> str:
@@ -205,6 +262,98 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
             f"GymEnvGroupBuilder({self.env_id_or_factory!r}, group_size={self.group_size}, "
             f"seed={self.seed}, **{self.make_kwargs!r})"
         )
+
+
+class _EnvPool:
+    """Per-process pool of idle Gymnasium envs, keyed by (env id, make kwargs).
+
+    An env is in the pool only between two groups: `take` hands it to exactly one
+    `GymEnvGroupBuilder.make_envs` call and removes it, and only that builder's `cleanup` gives it
+    back, so two running rollouts never share an env. Each key remembers the registry spec its envs
+    were made from; re-registering the id drops them. A forked child starts with an empty pool.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: dict[Any, tuple[Any, list[gym.Env]]] = {}
+        self._inherited: list[Any] = []
+        self._pid = os.getpid()
+
+    def take(self, key: Any, n: int) -> list[gym.Env]:
+        spec = gym.registry.get(key[0])
+        with self._lock:
+            if self._pid != os.getpid():  # forked: the parent's envs are not ours to use
+                # Kept (not closed): closing an inherited event loop would unregister its file
+                # descriptors from the epoll set it shares with the parent.
+                self._inherited.append(self._idle)
+                self._idle, self._pid = {}, os.getpid()
+            entry = self._idle.get(key)
+            if entry is None:
+                return []
+            if entry[0] is not spec:  # the id was re-registered since these were made
+                del self._idle[key]
+                stale: list[gym.Env] = entry[1]
+                taken: list[gym.Env] = []
+            else:
+                idle = entry[1]
+                taken = idle[-n:] if n < len(idle) else idle[:]
+                del idle[len(idle) - len(taken):]
+                stale = []
+        for env in stale:
+            env.close()
+        return taken
+
+    def give(self, key: Any, env: gym.Env, limit: int) -> bool:
+        """Keep `env` for a later group; False (the caller closes it) when the pool is full."""
+        spec = gym.registry.get(key[0])
+        with self._lock:
+            if self._pid != os.getpid():
+                return False
+            entry = self._idle.get(key)
+            if entry is None or entry[0] is not spec:
+                entry = self._idle[key] = (spec, [])
+            if len(entry[1]) >= limit:
+                return False
+            entry[1].append(env)
+            return True
+
+    def clear(self) -> None:
+        """Close and forget every pooled env."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for _, envs in idle.values():
+            for env in envs:
+                env.close()
+
+    def __len__(self) -> int:
+        return sum(len(envs) for _, envs in self._idle.values())
+
+
+_ENV_POOL = _EnvPool()
+
+
+def clear_env_pool() -> None:
+    """Close every Gymnasium env that `GymEnvGroupBuilder`s keep for reuse in this process."""
+    _ENV_POOL.clear()
+
+
+def _freeze(value: Any) -> Any:
+    """A hashable, type-exact stand-in for make kwargs (so `True` and `1`, or a list and a tuple,
+    never share envs). Raises TypeError for values that cannot be hashed."""
+    if isinstance(value, dict):
+        return (dict, tuple(sorted(((k, _freeze(v)) for k, v in value.items()), key=repr)))
+    if isinstance(value, (list, tuple)):
+        return (type(value), tuple(_freeze(v) for v in value))
+    if isinstance(value, (set, frozenset)):
+        return (type(value), frozenset(_freeze(v) for v in value))
+    hash(value)
+    return (type(value), value)
+
+
+def _text_env_entry_point() -> str:
+    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
+
+    return TEXT_ENV_ENTRY_POINT
 
 
 def _accepts_split(env_id_or_factory: str | EnvFactory) -> bool:

@@ -1,8 +1,8 @@
 """Environment throughput, side by side in one process: llm-gym vs reasoning-gym vs GEM.
 
 1. Arithmetic items/s. Ours, per item: `env.reset(seed=s)` on `gym.make("llm/Math-v0")` (with
-   Gymnasium's default OrderEnforcing + PassiveEnvChecker wrappers; a fresh env per run, so the
-   source's per-task prompt cache starts cold) -> prompt token ids and info text; the "policy"
+   Gymnasium's default OrderEnforcing + PassiveEnvChecker wrappers; a fresh env per run, and the
+   per-process prompt cache is emptied first, so every run starts cold) -> prompt token ids and info text; the "policy"
    takes the episode's reference response and encodes it (+ `<|im_end|>`) into an int64 array;
    `env.step(action)` decodes, parses and grades it -> reward (asserted to be 1 for every item).
    reasoning-gym, per item: `basic_arithmetic` `dataset[i]` (generates the question and answer
@@ -48,6 +48,10 @@ def _best_of(fn, repeats: int) -> float:
 
 
 def ours_math(n: int, run: int = 0) -> tuple[int, float]:
+    # Envs made by name share one prompt cache per process; empty it so every run starts cold.
+    from envs_catalog.math import arithmetic
+
+    getattr(arithmetic, "_clear_prompt_cache", lambda: None)()
     env = gym.make("llm/Math-v0")
     base = env.unwrapped
     tok = base.tokenizer

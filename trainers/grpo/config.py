@@ -98,6 +98,11 @@ class GRPOConfig:
     micro_batch_size: int = 64
     """Sequences per forward/backward; gradients accumulate over micro-batches so memory does not
     grow with the batch."""
+    share_prefix: bool = True
+    """Compute each group's shared prompt once in the training forward/backward: the prompt runs
+    once with a KV cache, expanded to the group's rows, and each row runs only its own tokens
+    (same logits and gradients, several times less work on short answers). Micro-batches then
+    keep a group together where it fits. Off: every row recomputes its full sequence."""
     remove_constant_reward_groups: bool = True
     """Skip groups whose rewards are all equal (zero advantage, so zero gradient): less compute."""
 

@@ -9,6 +9,8 @@ One step, top to bottom (DESIGN.md, "Data flow of one training step"):
    trajectories into `Datum`s (sampled tokens mask 1, env/prompt tokens mask 0);
 4. micro-batches of datums go through forward/backward with gradient accumulation; the sampling
    logprobs stored in the datums are the old policy's, so an on-policy step needs one forward only;
+   a group's shared prompt is computed once per micro-batch and its KV cache expanded to the
+   group's rows (`shared_prefix.py`, `GRPOConfig.share_prefix`);
 5. clip, optimizer step, scheduler step; log, evaluate, checkpoint.
 
 `accelerate` places the model and runs data parallelism (DDP, gloo on CPU); the loss weights are
@@ -51,6 +53,13 @@ from trainers.grpo.checkpoint import latest_checkpoint, load_checkpoint, save_ch
 from trainers.grpo.config import ConfigError, GRPOConfig
 from trainers.grpo.logging import MetricsLogger
 from trainers.grpo.losses import LossParams, policy_loss, token_weights
+from trainers.grpo.shared_prefix import (
+    pack_micro_batches,
+    plan_shared_prefix,
+    prefix_key,
+    shared_prefix_logits,
+    supports_shared_prefix,
+)
 
 EVAL_SEED = 1234  # evaluations of every run (any --seed) use the same held-out problems
 
@@ -102,33 +111,68 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
 @dataclass
 class MicroBatch:
     input_ids: torch.Tensor  # [B, T]
-    attention_mask: torch.Tensor  # [B, T]
+    attention_mask: torch.Tensor  # [B, T]; [B, S + T] with a shared prefix
     target_tokens: torch.Tensor  # [B, T]
     sampling_logp: torch.Tensor  # [B, T]
     advantages: torch.Tensor  # [B, T]
     mask: torch.Tensor  # [B, T], 1 on sampled tokens only
+    # Shared prefix (`shared_prefix.py`): the rows above are each datum's tail after its prefix.
+    prefix_ids: torch.Tensor | None = None  # [C, S], the C distinct prefixes, right-padded
+    prefix_of_row: torch.Tensor | None = None  # [B], which prefix each row continues
+    position_ids: torch.Tensor | None = None  # [B, T], continuing from the prefix's length
 
 
-def collate(data: Sequence[Datum], pad_token_id: int, device: torch.device) -> MicroBatch:
-    """Right-pad datums into one micro-batch (TRL's `pad`); padding gets mask 0."""
+def collate(data: Sequence[Datum], pad_token_id: int, device: torch.device,
+            share_prefix: bool = False) -> MicroBatch:
+    """Right-pad datums into one micro-batch (TRL's `pad`); padding gets mask 0.
+
+    With `share_prefix`, datums that start with the same untrained tokens (a group's prompt) get
+    that prefix once in `prefix_ids` and their rows hold only the tokens after it, when that saves
+    enough work (`shared_prefix.plan_shared_prefix`); otherwise the plain layout."""
+    tokens = [d.model_input.to_ints() for d in data]
+    plan = None
+    if share_prefix:
+        keys = [prefix_key(t, d.loss_fn_inputs["mask"]) for t, d in zip(tokens, data)]
+        plan = plan_shared_prefix(tokens, keys)
+    split = plan.split if plan is not None else [0] * len(data)
+
     def field(key: str, dtype) -> torch.Tensor:
-        return pad([torch.as_tensor(d.loss_fn_inputs[key], dtype=dtype) for d in data], 0).to(device)
+        return pad([torch.as_tensor(d.loss_fn_inputs[key][s:], dtype=dtype)
+                    for d, s in zip(data, split)], 0).to(device)
 
-    ids = [torch.tensor(d.model_input.to_ints(), dtype=torch.long) for d in data]
-    return MicroBatch(
-        input_ids=pad(ids, pad_token_id).to(device),
-        attention_mask=pad([torch.ones_like(x) for x in ids], 0).to(device),
+    ids = [torch.tensor(t[s:], dtype=torch.long) for t, s in zip(tokens, split)]
+    input_ids = pad(ids, pad_token_id).to(device)
+    attention_mask = pad([torch.ones_like(x) for x in ids], 0).to(device)
+    mb = MicroBatch(
+        input_ids=input_ids,
+        attention_mask=attention_mask,
         target_tokens=field("target_tokens", torch.long),
         sampling_logp=field("logprobs", torch.float32),
         advantages=field("advantages", torch.float32),
         mask=field("mask", torch.float32),
     )
+    if plan is not None:
+        prefixes = [torch.tensor(p, dtype=torch.long) for p in plan.prefixes]
+        prefix_ids = pad(prefixes, pad_token_id).to(device)
+        prefix_real = pad([torch.ones_like(p) for p in prefixes], 0).to(device)
+        prefix_of_row = torch.tensor(plan.prefix_of_row, dtype=torch.long, device=device)
+        split_B = torch.tensor(split, dtype=torch.long, device=device)
+        mb.prefix_ids, mb.prefix_of_row = prefix_ids, prefix_of_row
+        mb.attention_mask = torch.cat([prefix_real[prefix_of_row], attention_mask], dim=1)
+        mb.position_ids = split_B[:, None] + torch.arange(input_ids.shape[1], device=device)
+    return mb
 
 
 def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(log p(target) [B, T], logits [B, T, V] in float32). Logits are divided by the sampling
-    temperature, as the sampler did, so the ratio p/q compares the same distributions."""
-    logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits.float()
+    temperature, as the sampler did, so the ratio p/q compares the same distributions. A
+    micro-batch with a shared prefix runs it once and each row's tail against its KV cache."""
+    if mb.prefix_ids is None:
+        logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
+    else:
+        logits = shared_prefix_logits(model, mb.prefix_ids, mb.prefix_of_row, mb.input_ids,
+                                      mb.attention_mask, mb.position_ids)
+    logits = logits.float()
     return selective_log_softmax(logits, mb.target_tokens, temperature=temperature), logits
 
 
@@ -151,9 +195,11 @@ def forward_backward(
     device = accelerator.device
     world = accelerator.num_processes
     params = LossParams(cfg.clip_eps_low, cfg.clip_eps_upper, cfg.dro_beta)
+    share = cfg.share_prefix and supports_shared_prefix(model)
+    micro = micro_batches(data, cfg.micro_batch_size, share)
     local = torch.tensor(
-        [len(data), float(sum(d.loss_fn_inputs["mask"].sum() for d in data)),
-         math.ceil(len(data) / cfg.micro_batch_size)], device=device, dtype=torch.float64)
+        [len(data), float(sum(d.loss_fn_inputs["mask"].sum() for d in data)), len(micro)],
+        device=device, dtype=torch.float64)
     counts = accelerator.reduce(local.clone(), reduction="sum")
     n_micro = int(accelerator.reduce(local[2:].clone(), reduction="max").item()) if world > 1 else int(local[2])
     num_seqs, num_tokens = float(counts[0]), float(counts[1])
@@ -161,7 +207,7 @@ def forward_backward(
     sums = {k: torch.zeros((), device=device) for k in
             ("loss", "entropy_sum", "clip_frac_sum", "sampler_kl_sum", "kl_sum", "tokens")}
     for i in range(max(n_micro, 1)):
-        chunk = data[i * cfg.micro_batch_size:(i + 1) * cfg.micro_batch_size]
+        chunk = micro[i] if i < len(micro) else []
         last = i == max(n_micro, 1) - 1
         sync = contextlib.nullcontext() if last or world == 1 else accelerator.no_sync(model)
         with sync, accelerator.autocast():
@@ -170,7 +216,7 @@ def forward_backward(
                 loss = model(input_ids=dummy).logits.sum() * 0.0
                 accelerator.backward(loss)
                 continue
-            mb = collate(chunk, pad_token_id, device)
+            mb = collate(chunk, pad_token_id, device, share)
             logp, logits = token_logprobs(model, mb, cfg.temperature)
             ref_logp = None
             if ref_model is not None:
@@ -199,6 +245,16 @@ def forward_backward(
         "trained_tokens": out["tokens"],
         "datums": num_seqs,
     }
+
+
+def micro_batches(data: Sequence[Datum], size: int, share_prefix: bool) -> list[list[Datum]]:
+    """This rank's micro-batches of at most `size` datums. With `share_prefix`, a group (a run of
+    datums with the same untrained prefix) is not split across micro-batches where it fits in one,
+    so its prompt is computed once."""
+    if not share_prefix:
+        return [list(data[i:i + size]) for i in range(0, len(data), size)]
+    keys = [prefix_key(d.model_input.to_ints(), d.loss_fn_inputs["mask"]) for d in data]
+    return [[data[i] for i in idx] for idx in pack_micro_batches(keys, size)]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -107,7 +107,7 @@ class GRPOConfig:
     """Skip groups whose rewards are all equal (zero advantage, so zero gradient): less compute."""
 
     # --- SFT warm start -----------------------------------------------------------------------
-    sft_steps: int = 400
+    sft_steps: int = 800
     """Most SFT steps before RL (0 disables the warm start). SFT stops earlier once validation
     accuracy enters `sft_target_band`."""
     sft_target_band: tuple[float, float] = (0.35, 0.55)

@@ -159,13 +159,17 @@ def test_trl_grpo_trainer_logs_the_envs_rewards(tmp_path):
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     model, tok = build_tiny_model(seed=0)
-    train = grpo_dataset(MATH, 16, seed=0)
-    _warm_start(model, tok, grpo_dataset(MATH, 256, seed=1), steps=60)
+    # One-digit addition (sums 0-18) with at most 2 completion tokens: one-digit answers end on
+    # their stop token and are graded right or wrong, two-digit ones are cut off and get the
+    # truncation penalty, so the comparison below covers several outcomes.
+    knobs = {"digits": 1}
+    train = grpo_dataset(MATH, 16, seed=0, **knobs)
+    _warm_start(model, tok, grpo_dataset(MATH, 256, seed=1, **knobs), steps=60)
 
     reward = EnvReward(tokenizer=tok, record=True)
     args = GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, bf16=False, per_device_train_batch_size=8,
-        num_generations=4, max_completion_length=6, max_steps=3, logging_steps=1,
+        num_generations=4, max_completion_length=2, max_steps=3, logging_steps=1,
         report_to="none", save_strategy="no", seed=0, learning_rate=1e-4, temperature=1.0,
     )
     trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=train,
@@ -176,13 +180,13 @@ def test_trl_grpo_trainer_logs_the_envs_rewards(tmp_path):
     assert len(steps) == 3 and len(reward.history) == 3 * 8
     for i, logged in enumerate(steps):
         batch = reward.history[8 * i: 8 * (i + 1)]
-        ours = [gym_score(MATH, s.task_seed, s.completion, s.terminated) for s in batch]
+        ours = [gym_score(MATH, s.task_seed, s.completion, s.terminated, **knobs) for s in batch]
         assert [s.reward for s in batch] == pytest.approx(ours)
         assert logged["rewards/llm_gym_env/mean"] == pytest.approx(float(np.mean(ours)), abs=1e-6)
         assert logged["env/correct"] == pytest.approx(np.mean([s.metrics["correct"] for s in batch]))
         assert math.isfinite(logged["loss"])
     assert all(-0.1 - 1e-6 <= s.reward <= 1.0 for s in reward.history)
-    # The warm start makes some completions well-formed, so the comparison covers both outcomes.
+    # The warm start makes some completions right and some wrong: both outcomes are compared.
     assert len({round(s.reward, 3) for s in reward.history}) >= 2
     assert torch.isfinite(next(model.parameters())).all()
 

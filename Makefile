@@ -17,7 +17,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,$(TORCH_CPU_SPEC))
 PYTEST_ARGS ?=
 TRAIN_ARGS ?=
 
-.PHONY: test train install bench bench-env clean
+.PHONY: test test-cookbook train install bench bench-env clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,20 @@ install: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
+	$(MAKE) test-cookbook
+
+# The Tinker cookbook's own rollout code running our envs. It pins transformers<=5.5.4 (older than
+# the [train] extra's), so it gets a venv of its own with only the env library and the cookbook.
+COOKBOOK_VENV ?= .venv-cookbook
+$(COOKBOOK_VENV)/.installed: pyproject.toml
+	test -x $(COOKBOOK_VENV)/bin/python || $(PYTHON) -m venv $(COOKBOOK_VENV)
+	$(COOKBOOK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(COOKBOOK_VENV)/bin/python -m pip install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
+	$(COOKBOOK_VENV)/bin/python -m pip install -q -e ".[cookbook]" pytest
+	touch $@
+
+test-cookbook: $(COOKBOOK_VENV)/.installed
+	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_adapter_tinker.py
 
 train: $(VENV)/.installed
 	$(VENV)/bin/llm-gym train $(TRAIN_ARGS)
@@ -45,4 +59,4 @@ bench: bench-env
 	$(PY) benchmarks/trainer_vs_trl.py
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) $(COOKBOOK_VENV) runs .pytest_cache

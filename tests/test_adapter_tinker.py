@@ -14,6 +14,7 @@ import asyncio
 import dataclasses
 import functools
 import inspect
+import os
 
 import gymnasium as gym
 import numpy as np
@@ -133,8 +134,17 @@ def _local_policy(base):
     return ScriptedCompleter()
 
 
+def _require_cookbook() -> None:
+    """Skip without tinker-cookbook, except in `make test-cookbook`'s venv, which sets
+    LLM_GYM_REQUIRE_COOKBOOK=1 so a broken install fails instead of skipping silently."""
+    if os.environ.get("LLM_GYM_REQUIRE_COOKBOOK") == "1":
+        import tinker_cookbook  # noqa: F401
+    else:
+        pytest.importorskip("tinker_cookbook")
+
+
 def test_cookbook_do_group_rollout_runs_llm_gym_groups():
-    pytest.importorskip("tinker_cookbook")
+    _require_cookbook()
     import tinker
     from tinker_cookbook.completers import TokenCompleter
     from tinker_cookbook.rl.rollouts import do_group_rollout as cookbook_rollout
@@ -163,7 +173,7 @@ def test_cookbook_do_group_rollout_runs_llm_gym_groups():
 
 
 def test_cookbook_policy_drives_llm_gym_rollouts():
-    pytest.importorskip("tinker_cookbook")
+    _require_cookbook()
     import tinker
     from tinker_cookbook.completers import TokenCompleter
 

@@ -131,7 +131,7 @@ class HFSampler(TokenCompleter):
             )
         self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
         self.stats = SamplerStats()
-        self._cache_kw, self._has_logits_to_keep = _forward_kwargs(model)
+        self._cache_kw, self._has_logits_to_keep = cache_kwargs(model)
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
             weakref.WeakKeyDictionary()
         )
@@ -398,9 +398,12 @@ def _default_pad_id(model: torch.nn.Module) -> int:
     return 0
 
 
-def _forward_kwargs(model: torch.nn.Module) -> tuple[str, bool]:
-    """The KV-cache keyword (`cache` in transformers >= 5.x, `past_key_values` before) and whether
-    the model accepts `logits_to_keep`; looks through wrappers such as PEFT's."""
+def cache_kwargs(model: torch.nn.Module) -> tuple[str, bool]:
+    """(the KV-cache keyword the model's forward takes, whether it takes `logits_to_keep`):
+    `cache` in transformers >= 5.x (`past_key_values` is deprecated there), `past_key_values`
+    before. Looks through DDP/DataParallel and PEFT wrappers."""
+    if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+        model = model.module
     candidates = [model]
     get_base = getattr(model, "get_base_model", None)
     if callable(get_base):

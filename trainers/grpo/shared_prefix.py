@@ -18,12 +18,13 @@ each row, and `shared_prefix_logits` runs the two forwards. `trainers.grpo.train
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from typing import Hashable, Sequence
 
 import numpy as np
 import torch
+
+from trainers.sampler import cache_kwargs
 
 # Share only when the padded token count drops by at least this fraction: otherwise the extra
 # forward call and cache expansion eat the saving (one-row groups, tiny prompts, long multi-turn
@@ -108,26 +109,6 @@ def plan_shared_prefix(tokens_B: Sequence[Sequence[int]], keys_B: Sequence[tuple
     if shared > (1.0 - min_saving) * plain:
         return None
     return PrefixPlan(prefixes, prefix_of_row, split)
-
-
-def _unwrap(model: torch.nn.Module) -> torch.nn.Module:
-    return model.module if isinstance(
-        model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)) else model
-
-
-def cache_kwargs(model: torch.nn.Module) -> tuple[str, bool]:
-    """(the KV-cache keyword the model's forward takes, whether it takes `logits_to_keep`):
-    `cache` in transformers >= 5.x (`past_key_values` is deprecated there), `past_key_values`
-    before. Looks through DDP and PEFT wrappers."""
-    candidates = [_unwrap(model)]
-    get_base = getattr(candidates[0], "get_base_model", None)
-    if callable(get_base):
-        candidates.append(get_base())
-    for m in candidates:
-        params = inspect.signature(m.forward).parameters
-        if "cache" in params or "past_key_values" in params:
-            return ("cache" if "cache" in params else "past_key_values"), "logits_to_keep" in params
-    return "past_key_values", False
 
 
 def supports_shared_prefix(model: torch.nn.Module) -> bool:

@@ -104,6 +104,9 @@ class TurnContinuation:
         # Tokens that follow the action for a given user text (games repeat a few texts, such
         # as "Higher." and "Lower."); bounded, cleared when full.
         self._tails: dict[str, list[int]] = {}
+        # `(prev_ob, ob)` of the last `next` call: `ob` is `prev_ob` plus tokens. `TextEnv` reads
+        # it (checking both by identity) to append only the new tokens to its observation buffer.
+        self.last_extension: tuple[ModelInput, ModelInput] | None = None
 
     def _user_turn(self, user_text: str) -> list[int]:
         """The tokens of the new user turn and the assistant header (cached per text); for
@@ -128,6 +131,11 @@ class TurnContinuation:
     def next(self, prev_ob: ModelInput, action: Sequence[int], user_text: str) -> ModelInput:
         """The observation after `action`, with a new user turn `user_text`. Callers must not
         pass actions holding out-of-vocabulary ids (end the episode instead)."""
+        ob = self._next(prev_ob, action, user_text)
+        self.last_extension = (prev_ob, ob)
+        return ob
+
+    def _next(self, prev_ob: ModelInput, action: Sequence[int], user_text: str) -> ModelInput:
         tok = self.renderer.tokenizer
         if type(action) is not list or set(map(type, action)) != _JUST_INT:
             action = [int(t) for t in action]

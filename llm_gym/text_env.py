@@ -207,6 +207,10 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
 
     Spaces: `observation_space` and `action_space` are `TokenSequence(vocab_size)`.
 
+    Every observation is a new array that shares no memory with any other (Gymnasium's
+    `check_env` requires it); a multi-turn observation that extends the previous one is copied
+    out of a private per-episode int64 buffer that only the new tokens are converted into.
+
     `reset(seed=None, options=None) -> (obs, info)`: `obs` is the prompt as an int64 array; `info`
     has `"text"` (the decoded prompt), `"stop_condition"` (token ids or strings that end a
     response) and `"turn"` (0).
@@ -281,9 +285,17 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self._metric_sums: dict[str, float] = {}
         self._metric_counts: dict[str, int] = {}
         self._transcript: list[int] = []
-        # (prompt ModelInput, its text, its array) of the last reset: sources that hand out one
-        # cached prompt object (fixed game intros, per-task prompt caches) skip re-decoding it.
+        # (prompt ModelInput, its text, its read-only array) of the last reset: sources that
+        # hand out one cached prompt object (fixed game intros, per-task prompt caches) skip
+        # re-decoding and re-converting it.
         self._last_prompt: tuple[ModelInput, str, np.ndarray] | None = None
+        # The last observation (its ModelInput and a private read-only int64 array of it) and
+        # the episode's growable token buffer: an observation that extends the previous one
+        # (see `_observation_array`) converts only its new tokens into the buffer.
+        self._obs_ob: ModelInput | None = None
+        self._obs_arr: np.ndarray = _EMPTY_OBS
+        self._obs_buf: np.ndarray | None = None
+        self._obs_buf_len = 0
         self._stop: StopCondition = []
 
     # --- public attributes ------------------------------------------------------------------
@@ -352,7 +364,10 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         else:
             tokens = ob.to_ints()
             text, array = self._decode(tokens), _int64_array(tokens)
+            array.flags.writeable = False  # shared by every reset that gets this prompt object
             self._last_prompt = (ob, text, array)
+        self._obs_ob, self._obs_arr = ob, array
+        self._obs_buf, self._obs_buf_len = None, 0  # views of the last episode's buffer stay valid
         if self.render_mode == "ansi":  # the transcript exists only to be rendered
             self._transcript = array.tolist()
         self._stop = list(stop)
@@ -413,6 +428,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         next_tokens = ob.tokens if type(ob) is ModelInput else ob.to_ints()  # ints, validated
         if self.render_mode == "ansi":
             self._extend_transcript(valid, list(next_tokens))
+        array = self._observation_array(ob, next_tokens)
         stop = self._stop = list(result.next_stop_condition)
         metrics = dict(result.metrics)
         sums, counts = self._metric_sums, self._metric_counts
@@ -437,7 +453,47 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
             episode["turns"] = self._turn
             episode["truncated"] = float(truncated)
             info["episode_metrics"] = episode
-        return _int64_array(next_tokens), reward, terminated, truncated, info
+        return array, reward, terminated, truncated, info
+
+    def _observation_array(self, ob: Any, tokens: Sequence[int]) -> np.ndarray:
+        """A new int64 array of a step's observation `ob` (its validated ids `tokens`).
+
+        When the episode says `ob` extends the previous observation (its `continuation` -- an
+        `envs_catalog._common.TurnContinuation` -- built `ob` from exactly that `ModelInput`, an
+        identity check, never a token comparison), only the new tokens are converted from Python
+        ints, at the end of the episode's private growable buffer; the caller gets a copy of
+        the buffer's first `len(ob)` ids (one memcpy). Any other observation is converted in
+        full. The buffer is only ever written past the tokens already in it."""
+        n = len(tokens)
+        if n == 0:
+            self._obs_ob, self._obs_arr = ob, _EMPTY_OBS
+            return np.empty(0, dtype=np.int64)
+        prev = self._obs_arr
+        k = len(prev)
+        extension = getattr(getattr(self._env, "continuation", None), "last_extension", None)
+        if (
+            extension is not None and extension[1] is ob and extension[0] is self._obs_ob
+            and self._obs_ob is not None and n > k
+        ):
+            buf = self._obs_buf
+            if buf is None or self._obs_buf_len != k or buf.shape[0] < n:
+                new = np.empty(max(2 * n, 256), dtype=np.int64)
+                new[:k] = prev
+                buf = self._obs_buf = new
+            buf[k:n] = tokens[k:]
+            self._obs_buf_len = n
+            array = buf[:n]
+            array.flags.writeable = False
+            self._obs_ob, self._obs_arr = ob, array
+            return array.copy()
+        array = _int64_array(tokens)
+        self._obs_buf, self._obs_buf_len = None, 0
+        if _may_extend(self._env):  # keep a private copy for the next observation to extend
+            array.flags.writeable = False
+            self._obs_ob, self._obs_arr = ob, array
+            return array.copy()
+        self._obs_ob, self._obs_arr = None, _EMPTY_OBS
+        return array
 
     # --- rendering and teardown --------------------------------------------------------------
     def render(self) -> str | None:
@@ -542,6 +598,15 @@ def _action_to_ids(action: Any) -> list[int]:
 
 
 _JUST_INT = {int}
+
+_EMPTY_OBS = np.empty(0, dtype=np.int64)  # private: never returned
+_EMPTY_OBS.flags.writeable = False
+
+
+def _may_extend(env: Any) -> bool:
+    """Whether `env`'s next observation may be built on its last one (it has a continuation
+    that records extensions), so `TextEnv` must keep a private copy of it."""
+    return hasattr(getattr(env, "continuation", None), "last_extension")
 
 
 def _int64_array(tokens: Sequence[int]) -> np.ndarray:

@@ -131,18 +131,16 @@ class TurnContinuation:
     def next(self, prev_ob: ModelInput, action: Sequence[int], user_text: str) -> ModelInput:
         """The observation after `action`, with a new user turn `user_text`. Callers must not
         pass actions holding out-of-vocabulary ids (end the episode instead)."""
-        ob = self._next(prev_ob, action, user_text)
-        self.last_extension = (prev_ob, ob)
-        return ob
-
-    def _next(self, prev_ob: ModelInput, action: Sequence[int], user_text: str) -> ModelInput:
-        tok = self.renderer.tokenizer
         if type(action) is not list or set(map(type, action)) != _JUST_INT:
             action = [int(t) for t in action]
         if self._kind == "chatml":
             if not action or action[-1] != self._end_of_turn[0]:
-                return prev_ob.append(action + self._end_of_turn + self._user_turn(user_text))
-            return prev_ob.append(action + self._user_turn(user_text))
+                ob = prev_ob.append(action + self._end_of_turn + self._user_turn(user_text))
+            else:
+                ob = prev_ob.append(action + self._user_turn(user_text))
+            self.last_extension = (prev_ob, ob)
+            return ob
+        tok = self.renderer.tokenizer
         # role_colon: the stop text "\n\nUser:" doubles as the next user header; pieces are
         # encoded as the renderer encodes them (header "User:", body " text\n\n").
         text = tok.decode(action, skip_special_tokens=True) if action else ""
@@ -154,4 +152,6 @@ class TurnContinuation:
             prefix = self._user_prefix["blank"]
         else:
             prefix = self._user_prefix["other"]
-        return prev_ob.append(action + prefix + self._user_turn(user_text))
+        ob = prev_ob.append(action + prefix + self._user_turn(user_text))
+        self.last_extension = (prev_ob, ob)
+        return ob

@@ -418,39 +418,45 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
     def _finish_step(
         self, tokens: list[int], result: StepResult
     ) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
-        self._turn += 1
+        turn = self._turn = self._turn + 1
         reward = float(result.reward)
         self._return += reward
         terminated = bool(result.episode_done)
-        truncated = (not terminated) and self.turn_limit is not None and self._turn >= self.turn_limit
+        limit = self.turn_limit
+        truncated = not terminated and limit is not None and turn >= limit
         valid = _valid_ids(tokens, self.vocab_size)
         ob = result.next_observation
         next_tokens = ob.tokens if type(ob) is ModelInput else ob.to_ints()  # ints, validated
         if self.render_mode == "ansi":
             self._extend_transcript(valid, list(next_tokens))
-        array = self._observation_array(ob, next_tokens)
+        if next_tokens:
+            array = self._observation_array(ob, next_tokens)
+        else:  # the usual last step: nothing to convert or remember
+            self._obs_ob, self._obs_arr = None, _EMPTY_OBS
+            array = np.empty(0, dtype=np.int64)
         stop = self._stop = list(result.next_stop_condition)
         metrics = dict(result.metrics)
         sums, counts = self._metric_sums, self._metric_counts
         for key, value in metrics.items():
-            if type(value) is float or type(value) is int or (
-                isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+            kind = type(value)
+            if kind is float or kind is int or (
+                kind is not bool and isinstance(value, _NUMBER_TYPES)
             ):
                 sums[key] = sums.get(key, 0.0) + float(value)
                 counts[key] = counts.get(key, 0) + 1
         info: dict[str, Any] = {
             "text": self._decode(valid),
             "stop_condition": stop[:],
-            "turn": self._turn,
+            "turn": turn,
             "metrics": metrics,
             "logs": dict(result.logs),
             "invalid_tokens": len(tokens) - len(valid),
         }
         if terminated or truncated:
             self._done = True
-            episode = {k: self._metric_sums[k] / self._metric_counts[k] for k in self._metric_sums}
+            episode = {k: total / counts[k] for k, total in sums.items()}
             episode["return"] = self._return
-            episode["turns"] = self._turn
+            episode["turns"] = turn
             episode["truncated"] = float(truncated)
             info["episode_metrics"] = episode
         return array, reward, terminated, truncated, info
@@ -598,6 +604,8 @@ def _action_to_ids(action: Any) -> list[int]:
 
 
 _JUST_INT = {int}
+# Metric values averaged into episode_metrics (bools are not: isinstance(True, int) holds).
+_NUMBER_TYPES = (int, float, np.integer, np.floating)
 
 _EMPTY_OBS = np.empty(0, dtype=np.int64)  # private: never returned
 _EMPTY_OBS.flags.writeable = False

@@ -285,9 +285,8 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self._metric_sums: dict[str, float] = {}
         self._metric_counts: dict[str, int] = {}
         self._transcript: list[int] = []
-        # (prompt ModelInput, its text, its read-only array) of the last reset: sources that
-        # hand out one cached prompt object (fixed game intros, per-task prompt caches) skip
-        # re-decoding and re-converting it.
+        # (prompt ModelInput, its text, its read-only array) of the last reset; older prompts
+        # are found in the module-level `_prompt_memo` (see `_finish_reset`).
         self._last_prompt: tuple[ModelInput, str, np.ndarray] | None = None
         # The last observation (its ModelInput and a private read-only int64 array of it) and
         # the episode's growable token buffer: an observation that extends the previous one
@@ -359,13 +358,22 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
 
     def _finish_reset(self, ob: ModelInput, stop: StopCondition) -> tuple[np.ndarray, dict[str, Any]]:
         memo = self._last_prompt
-        if memo is not None and memo[0] is ob:  # the same (immutable) prompt object as last time
-            _, text, array = memo
-        else:
-            tokens = ob.to_ints()
-            text, array = self._decode(tokens), _int64_array(tokens)
-            array.flags.writeable = False  # shared by every reset that gets this prompt object
-            self._last_prompt = (ob, text, array)
+        if memo is None or memo[0] is not ob:
+            # Sources that hand out cached prompt objects (fixed game intros, per-task prompt
+            # caches shared by every env made by name) get the text and array from a
+            # process-wide memo keyed by object identity: an entry holds its prompt object, so
+            # the id cannot be reused while the entry exists; the tokenizer is part of the key.
+            tokenizer = self.tokenizer
+            key = (id(ob), id(tokenizer))
+            entry = _prompt_memo.get(key)
+            if entry is None or entry[0] is not ob or entry[3] is not tokenizer:
+                tokens = ob.to_ints()
+                array = _int64_array(tokens)
+                array.flags.writeable = False  # shared: callers get copies
+                entry = (ob, self._decode(tokens), array, tokenizer)
+                _remember_prompt(key, entry)
+            memo = self._last_prompt = entry[:3]
+        _, text, array = memo
         self._obs_ob, self._obs_arr = ob, array
         self._obs_buf, self._obs_buf_len = None, 0  # views of the last episode's buffer stay valid
         if self.render_mode == "ansi":  # the transcript exists only to be rendered
@@ -606,6 +614,21 @@ def _action_to_ids(action: Any) -> list[int]:
 _JUST_INT = {int}
 # Metric values averaged into episode_metrics (bools are not: isinstance(True, int) holds).
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
+
+# (id(prompt ModelInput), id(tokenizer)) -> (prompt, its text, its read-only int64 array,
+# tokenizer); emptied when it holds more than _PROMPT_MEMO_TOKENS tokens (~20 MB at most).
+_prompt_memo: dict[tuple[int, int], tuple[ModelInput, str, np.ndarray, Any]] = {}
+_PROMPT_MEMO_TOKENS = 1 << 20
+_prompt_memo_tokens = 0
+
+
+def _remember_prompt(key: tuple[int, int], entry: tuple[ModelInput, str, np.ndarray, Any]) -> None:
+    global _prompt_memo_tokens
+    if _prompt_memo_tokens + len(entry[2]) > _PROMPT_MEMO_TOKENS:
+        _prompt_memo.clear()  # rare; no iteration, so safe across threads
+        _prompt_memo_tokens = 0
+    _prompt_memo[key] = entry
+    _prompt_memo_tokens += len(entry[2])
 
 _EMPTY_OBS = np.empty(0, dtype=np.int64)  # private: never returned
 _EMPTY_OBS.flags.writeable = False

@@ -15,8 +15,8 @@
    read "Higher"/"Lower". GEM: `game:GuessTheNumber-v0-easy`, reset(seed), steps with
    "\\boxed{guess}" strings and reads the string observation.
 
-Every run uses fresh seeds (run * n + i): llm-gym caches the PCG64 state per seed (a win for GRPO
-groups, which reset G copies with one seed), and a repeated seed must not flatter the best-of-N.
+Every run uses fresh seeds (run * n + i), so no run repeats an earlier run's tasks in a way that
+could flatter the best-of-N (llm-gym memoizes each cached prompt's text and array per process).
 
 Run: `make bench-env` (or `.venv/bin/python benchmarks/env_throughput.py`, after
 `pip install -e '.[bench]'`). Prints a markdown table and writes benchmarks/out/env_throughput.json.
@@ -38,8 +38,7 @@ import llm_gym  # noqa: F401  (registers llm/ ids)
 
 def _best_of(fn, repeats: int) -> float:
     """Best items/s of `repeats` runs; `fn(run)` returns (items, seconds). Each run uses its own
-    seeds (run * n + i), so no run re-uses an earlier run's seeds (llm-gym caches the generator
-    state per seed, which helps GRPO groups but must not flatter this benchmark)."""
+    seeds (run * n + i), so no run re-uses an earlier run's seeds."""
     best = 0.0
     for run in range(repeats):
         n, secs = fn(run)

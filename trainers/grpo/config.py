@@ -72,8 +72,10 @@ class GRPOConfig:
     addition) takes ~0.3-0.7 s a step on 2 busy CPU cores (~0.9 s with `share_prefix=False`)."""
     lr: float = 3e-4
     """AdamW learning rate for RL (≈3e-4 works for the tiny model; 1e-3 collapses it)."""
-    lr_schedule: str = "constant"
-    """`constant`, `linear` (decay to 0) or `cosine`, after `warmup_steps`."""
+    lr_schedule: str = "cosine"
+    """`constant`, `linear` (decay to 0) or `cosine`, after `warmup_steps`. Cosine is the default:
+    the decay keeps the last updates small, so the final policy does not swing (with a constant lr
+    one default run fell from 0.765 held-out accuracy at step 100 to 0.355 at step 120)."""
     warmup_steps: int = 0
     """Linear learning-rate warm-up steps."""
     weight_decay: float = 0.0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import shutil
 
 import pytest
 import torch
@@ -55,15 +56,18 @@ def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
     ckpts = sorted(p.name for p in (full_cfg.run_dir / "checkpoints").iterdir())
     assert ckpts == ["step_000002", "step_000004"]  # no leftover temp dirs
 
-    # interrupted after 2 steps, then resumed to 4: steps 3 and 4 must match the full run
-    cut_cfg = _math_cfg(warm_model, tmp_path / "b", steps=2)
-    train(cut_cfg)
-    resumed_cfg = _math_cfg(warm_model, tmp_path / "b", steps=4, resume=True)
+    # Interrupted after step 2: the run directory as a crash right after the step-2 checkpoint
+    # leaves it (same config, so the same lr schedule), resumed to step 4. Steps 3 and 4 must
+    # match the uninterrupted run.
+    resumed_cfg = _math_cfg(warm_model, tmp_path / "b", save_every=2, resume=True)
+    shutil.copytree(full_cfg.run_dir, resumed_cfg.run_dir)
+    shutil.rmtree(resumed_cfg.run_dir / "checkpoints" / "step_000004")
+    (resumed_cfg.run_dir / "summary.json").unlink()
     train(resumed_cfg)
     resumed = _train_records(resumed_cfg.run_dir)
     assert sorted(resumed) == [1, 2, 3, 4]  # metrics.jsonl continued, no duplicates
     for step in (3, 4):
-        for key in ("reward", "loss", "grad_norm", "entropy", "sampled_tokens"):
+        for key in ("reward", "loss", "grad_norm", "entropy", "sampled_tokens", "lr"):
             assert resumed[step][key] == pytest.approx(full[step][key], rel=1e-5, abs=1e-6), (step, key)
 
 

@@ -27,7 +27,6 @@ from envs_catalog._common import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
 from llm_gym.renderers import Renderer
-from llm_gym.renderers.base import get_text_content
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.model_input import ModelInput
 from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
@@ -121,35 +120,12 @@ class MathEnv(ProblemEnv):
         return str(self.answer)
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        if self.grader_timeout_s is not None:  # ProblemEnv's threaded grading
-            result = await super().step(action, extra=extra)
-            grade = self._graded[1] if self._graded is not None else Grade(False, False, "empty")
-            result.metrics["parse_error"] = float(not grade.format_ok)
-            result.metrics["too_long"] = float(grade.status == "too_long")
-            result.logs["answer_status"] = grade.status
-            return result
-        # ProblemEnv.step inlined (the common, inline-grading case): same reward, metrics and
-        # logs, in the same order, without the nested coroutine and the dict merges.
-        message, termination = self.renderer.parse_response(action)
-        content = get_text_content(message)
-        well_formed = (
-            termination.is_stop_sequence
-            if self.require_stop_sequence_for_format
-            else termination.is_clean
-        )
-        format_ok, correct = self._grade(content, well_formed)
+        result = await super().step(action, extra=extra)
         grade = self._graded[1] if self._graded is not None else Grade(False, False, "empty")
-        stop = self.stop_condition
-        return StepResult(
-            self.format_coef * (format_ok - 1.0) + correct,
-            True,
-            ModelInput.empty(),
-            stop,
-            {"format": format_ok, "correct": correct, "parse_error": float(not grade.format_ok),
-             "too_long": float(grade.status == "too_long")},
-            {"response": content, "reference": self.get_reference_answer(),
-             "termination": termination.value, "answer_status": grade.status},
-        )
+        result.metrics["parse_error"] = float(not grade.format_ok)
+        result.metrics["too_long"] = float(grade.status == "too_long")
+        result.logs["answer_status"] = grade.status
+        return result
 
 
 class MathSource(EnvSource):

@@ -182,5 +182,22 @@ class Renderer(ABC):
                 valid.append(i)
         return valid, len(valid) != len(tokens)
 
-    def _decode(self, tokens: Sequence[int]) -> str:
-        return self.tokenizer.decode(list(tokens), skip_special_tokens=False)
+    def _parse_at_stop_ids(
+        self, tokens: Sequence[int], stops: Sequence[int], turn_ends: Sequence[int]
+    ) -> tuple[Message, ParseTermination]:
+        """`parse_response` for renderers that stop on token ids: cut at the first id in `stops`
+        (one in `turn_ends` -> STOP_SEQUENCE, any other, i.e. EOS -> EOS; none -> LENGTH; ids
+        outside the vocabulary dropped -> MALFORMED) and decode the rest without special tokens."""
+        valid, had_invalid = self._split_valid(tokens)
+        cut, which = first_index(valid, stops)
+        if which is None:
+            termination = ParseTermination.LENGTH
+        else:
+            valid = valid[:cut]
+            termination = (
+                ParseTermination.STOP_SEQUENCE if which in turn_ends else ParseTermination.EOS
+            )
+        if had_invalid:
+            termination = ParseTermination.MALFORMED
+        text = self.tokenizer.decode(valid, skip_special_tokens=True)
+        return Message(role="assistant", content=text), termination

@@ -114,19 +114,7 @@ class ChatTemplateRenderer(Renderer):
         return list(self._stops)
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
-        valid, had_invalid = self._split_valid(tokens)
-        cut, which = first_index(valid, self._stops)
-        if which is None:
-            termination = ParseTermination.LENGTH
-        else:
-            valid = valid[:cut]
-            termination = (
-                ParseTermination.STOP_SEQUENCE if which in self._turn_ends else ParseTermination.EOS
-            )
-        if had_invalid:
-            termination = ParseTermination.MALFORMED
-        text = self.tokenizer.decode(valid, skip_special_tokens=True)
-        return Message(role="assistant", content=text), termination
+        return self._parse_at_stop_ids(tokens, self._stops, self._turn_ends)
 
     def build_supervised_example(
         self,

@@ -15,7 +15,6 @@ from llm_gym.renderers.base import (
     ParseTermination,
     Renderer,
     TrainOnWhat,
-    first_index,
     ensure_text,
     trained_messages,
     validate_messages,
@@ -34,7 +33,10 @@ class ChatMLRenderer(Renderer):
             )
         self.im_start, self.im_end = int(ids[0]), int(ids[1])
         self.eos = getattr(tokenizer, "eos_token_id", None)
-        self._parse_stops = [self.im_end] if self.eos is None else [self.im_end, self.eos]
+        self._parse_stops = [self.im_end]
+        if self.eos is not None and self.eos != self.im_end:
+            self._parse_stops.append(int(self.eos))
+        self._turn_ends = (self.im_end,)
         self._newline = tokenizer.encode("\n", add_special_tokens=False)
 
     def _turn_header(self, role: str) -> list[int]:
@@ -59,25 +61,10 @@ class ChatMLRenderer(Renderer):
         return ModelInput.from_ints(tokens)
 
     def get_stop_sequences(self) -> list[int]:
-        stops = [self.im_end]
-        if self.eos is not None and self.eos != self.im_end:
-            stops.append(int(self.eos))
-        return stops
+        return list(self._parse_stops)
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
-        valid, had_invalid = self._split_valid(tokens)
-        cut, which = first_index(valid, self._parse_stops)
-        if which is None:
-            termination = ParseTermination.LENGTH
-        else:
-            valid = valid[:cut]
-            termination = (
-                ParseTermination.STOP_SEQUENCE if which == self.im_end else ParseTermination.EOS
-            )
-        if had_invalid:
-            termination = ParseTermination.MALFORMED
-        text = self.tokenizer.decode(valid, skip_special_tokens=True)
-        return Message(role="assistant", content=text), termination
+        return self._parse_at_stop_ids(tokens, self._parse_stops, self._turn_ends)
 
     def build_supervised_example(
         self,

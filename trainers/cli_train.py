@@ -20,7 +20,8 @@ from trainers.grpo.config import ConfigError, GRPOConfig, field_docs, load_confi
 
 _JSON_FIELDS = {"env_kwargs"}
 _OPTIONAL_TYPES = {"max_turns": int, "run_name": str, "advantage_scale": str,
-                   "clip_eps_high": float, "wandb_project": str}
+                   "clip_eps_high": float, "wandb_project": str,
+                   "resume_override": str}
 
 
 def build_parser() -> argparse.ArgumentParser:

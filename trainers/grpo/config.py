@@ -132,7 +132,15 @@ class GRPOConfig:
     run_name: str | None = None
     """Run directory name; None derives it from env, loss and seed."""
     resume: bool = False
-    """Continue from the run directory's latest checkpoint (same data order and optimizer state)."""
+    """Continue from the run directory's latest intact checkpoint (same data order and optimizer
+    state). The run's saved `config.json` must match this config, except the fields named in
+    `resume_override`."""
+    resume_override: str | None = None
+    """With `resume`: comma-separated config fields allowed to differ from the saved run's
+    `config.json` (e.g. `steps,eval_every`); any other difference refuses the resume."""
+    overwrite: bool = False
+    """Replace an existing run directory of the same name (without it, a new run into a directory
+    that already holds a run is refused)."""
     seed: int = 0
     """Seeds model init, data order and sampling (all through explicit generators)."""
     tensorboard: bool = False

@@ -6,8 +6,9 @@ id imports nothing) and drives the seed-API `Env` that the source makes for each
 feeds the sampled tokens to the episode and returns the next observation tokens, the reward,
 `terminated`, `truncated` and an `info` with text, stop condition and metrics. Observations and
 actions live in `llm_gym.spaces.TokenSequence`. The seed API is async; the sync methods drive its
-coroutines directly (catalog envs rarely suspend) and fall back to a private event loop when one
-does, while `areset`/`astep` await the same episode from inside a running loop.
+coroutines directly (catalog envs rarely suspend) and fall back to an event loop when one
+does (one loop per thread, shared by every env: see `thread_loop`), while `areset`/`astep` await
+the same episode from inside a running loop.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import importlib
+import os
+import threading
 import weakref
 from collections.abc import Coroutine
 from typing import Any, Sequence, TypeVar
@@ -30,7 +33,7 @@ from llm_gym.rl.types import Env, Metrics, StepResult, Trajectory
 from llm_gym.spaces import DEFAULT_SAMPLE_MAX_LENGTH, TokenSequence
 from llm_gym.tokenizers import load_tokenizer, vocab_size_of
 
-__all__ = ["TextEnv", "resolve_source", "run_coroutine", "seeded_np_random"]
+__all__ = ["TextEnv", "resolve_source", "run_coroutine", "seeded_np_random", "thread_loop"]
 
 _T = TypeVar("_T")
 
@@ -137,34 +140,83 @@ def resolve_source(source: str | type[EnvSource]) -> type[EnvSource]:
     return cls
 
 
-def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any) -> _T:
+def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any = None) -> _T:
     """Run `coro` to completion from synchronous code, cheaply.
 
-    Fast path: step the coroutine by hand (`coro.send(None)`) with the private event loop from
-    `loop_factory()` set as the thread's running loop, so code that only *touches* the loop
-    (`get_running_loop()`, `run_in_executor`, `create_task`) works, and a coroutine that never
-    suspends finishes without any scheduling. If it does suspend, the rest of it runs on the
-    private loop with `run_until_complete` -- in this thread, or, when another event loop is
-    already running here (sync `step` called from async code or Jupyter), in a helper thread
-    while this one waits.
+    Fast path: step the coroutine by hand (`coro.send(None)`) with an event loop set as the
+    thread's running loop, so code that only *touches* the loop (`get_running_loop()`,
+    `run_in_executor`, `create_task`) works, and a coroutine that never suspends finishes without
+    any scheduling. If it does suspend, the rest of it runs on that loop with
+    `run_until_complete` -- in this thread, or, when another event loop is already running here
+    (sync `step` called from async code or Jupyter), in a helper thread while this one waits.
+
+    The loop is `loop_factory()` when given, else this thread's shared loop (`thread_loop()`):
+    one loop per thread, however many envs, so file descriptors do not grow with the number of
+    envs (a private loop per env once held ~1,400 fds in a default training pool).
     """
-    loop = loop_factory()
+    loop = loop_factory() if loop_factory is not None else thread_loop()
+    temporary = None
+    if loop.is_running():  # re-entered from a coroutine this loop is running: a loop of its own
+        loop = temporary = asyncio.new_event_loop()
     outer = asyncio.events._get_running_loop()
     asyncio.events._set_running_loop(loop)
     try:
         yielded = coro.send(None)
     except StopIteration as stop:
+        if temporary is not None:
+            temporary.close()
         return stop.value
     except BaseException:
         coro.close()
+        if temporary is not None:
+            temporary.close()
         raise
     finally:
         asyncio.events._set_running_loop(outer)
     finish = _finish_suspended(coro, yielded)
-    if outer is None:
-        return loop.run_until_complete(finish)
-    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="llm_gym-env") as pool:
-        return pool.submit(loop.run_until_complete, finish).result()
+    try:
+        if outer is None:
+            return loop.run_until_complete(finish)
+        with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="llm_gym-env") as pool:
+            return pool.submit(loop.run_until_complete, finish).result()
+    finally:
+        if temporary is not None:
+            temporary.close()
+
+
+class _ThreadLoop(threading.local):
+    """Holds each thread's shared loop (created on first use) and the pid it was made in."""
+
+    loop: asyncio.AbstractEventLoop | None = None
+    pid: int = 0
+
+
+_thread_loops = _ThreadLoop()
+
+
+def thread_loop() -> asyncio.AbstractEventLoop:
+    """This thread's event loop for driving env coroutines from sync code (made on first use).
+
+    Every `TextEnv` in a thread shares it, so a pool of thousands of envs costs one loop's file
+    descriptors. It is closed when its thread ends (or at interpreter exit for the main thread);
+    a forked child gets a fresh one (the parent's shares its epoll set with the parent, so it is
+    left alone, not closed)."""
+    holder = _thread_loops
+    loop = holder.loop
+    if loop is None or loop.is_closed() or holder.pid != os.getpid():
+        loop = asyncio.new_event_loop()
+        holder.loop, holder.pid = loop, os.getpid()
+        # Closed by a finalizer rather than a __del__: weakref.finalize also runs at interpreter
+        # exit, *before* modules are torn down, so closing never meets a half-destroyed
+        # `selectors`/`asyncio`. A thread's locals die with the thread, and with them `_Closer`.
+        closer = _LoopCloser()
+        holder.closer = closer
+        weakref.finalize(closer, _close_loop, loop, os.getpid())
+    return loop
+
+
+class _LoopCloser:
+    """An object that lives exactly as long as its thread's `_ThreadLoop` entry."""
 
 
 async def _finish_suspended(coro: Coroutine[Any, Any, _T], yielded: Any) -> _T:
@@ -273,8 +325,6 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self.observation_space = TokenSequence(self.vocab_size)
         self.action_space = TokenSequence(self.vocab_size, max_length=max_action_length)
         self.env_errors = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_finalizer: weakref.finalize | None = None
         # The generator reset(seed=...) made; re-seeded in place by the next seeded reset (never
         # one a user assigned to env.np_random).
         self._seeded_rng: np.random.Generator | None = None
@@ -517,27 +567,12 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._decode(self._transcript)
 
     def close(self) -> None:
-        finalizer = self.__dict__.get("_loop_finalizer")
-        if finalizer is not None and self._loop is not None and not self._loop.is_running():
-            finalizer()  # closes the loop (once) and detaches the finalizer
-        self._loop = None
-        self._loop_finalizer = None
+        # Nothing to release: the event loop that drives sync calls belongs to the thread.
         super().close()
 
     # --- helpers ----------------------------------------------------------------------------
     def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        return run_coroutine(coro, self._private_loop)
-
-    def _private_loop(self) -> asyncio.AbstractEventLoop:
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            loop = self._loop = asyncio.new_event_loop()
-            # An env dropped without close() must not leak the loop's file descriptors (or warn).
-            # A finalizer rather than __del__: weakref.finalize also runs at interpreter exit,
-            # *before* modules are torn down (atexit), so closing never meets a half-destroyed
-            # `selectors`/`asyncio` (the "'NoneType' object ..." noise a __del__ printed then).
-            self._loop_finalizer = weakref.finalize(self, _close_loop, loop)
-        return loop
+        return run_coroutine(coro)
 
     def _decode(self, tokens: Sequence[int]) -> str:
         if type(tokens) is not list:
@@ -554,17 +589,11 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         else:
             self._transcript += next_obs
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_loop"] = None  # event loops are per-process
-        state["_loop_finalizer"] = None
-        return state
 
-
-def _close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Close a TextEnv's private loop unless something is still running it (then its owner
-    closes it)."""
-    if not loop.is_running() and not loop.is_closed():
+def _close_loop(loop: asyncio.AbstractEventLoop, pid: int) -> None:
+    """Close a thread's shared loop unless something is still running it, or it was inherited
+    through a fork (closing would unregister fds from the epoll set it shares with the parent)."""
+    if pid == os.getpid() and not loop.is_running() and not loop.is_closed():
         loop.close()
 
 

@@ -172,22 +172,48 @@ def test_multi_turn_episode_metrics_render_and_turn_limit():
         TextEnv(AddSource, render_mode="human")
 
 
-def test_suspending_coroutines_fall_back_to_a_private_loop():
+def test_suspending_coroutines_fall_back_to_the_thread_loop():
+    from llm_gym.text_env import thread_loop
+
     fast, sleepy = TextEnv(AddSource), TextEnv(SleepySource)
     for seed in range(3):
         assert fast.reset(seed=seed)[0].tolist() == sleepy.reset(seed=seed)[0].tolist()
         assert sleepy.step(correct_answer(sleepy))[1] == 1.0
-    loop = sleepy._loop
-    sleepy.reset(seed=9)
-    assert sleepy._loop is loop  # one private loop per TextEnv, reused
+    loop = thread_loop()
+    other = TextEnv(SleepySource)
+    other.reset(seed=9)
     sleepy.close()
-    assert loop.is_closed()
+    other.close()
+    assert thread_loop() is loop and not loop.is_closed()  # one loop per thread, shared, kept
+
+
+def test_each_thread_has_its_own_loop_closed_when_the_thread_ends():
+    import threading
+
+    from llm_gym.text_env import thread_loop
+
+    seen = []
+
+    def work():
+        env = TextEnv(SleepySource)
+        env.reset(seed=1)
+        assert env.step(correct_answer(env))[1] == 1.0
+        seen.append(thread_loop())
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    import gc
+
+    gc.collect()
+    assert seen[0] is not thread_loop()
+    assert seen[0].is_closed()  # released with its thread: no fds left behind
 
 
 def test_sync_step_inside_a_running_event_loop():
     async def main():
         env = TextEnv(SleepySource)
-        env.reset(seed=0)  # suspends: finished on the private loop in a helper thread
+        env.reset(seed=0)  # suspends: finished on the thread's env loop in a helper thread
         return env.step(correct_answer(env))[1]
 
     assert asyncio.run(main()) == 1.0

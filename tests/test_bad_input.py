@@ -37,6 +37,11 @@ class EchoNumberEnv(ProblemEnv):
     def __init__(self, renderer, state: dict | None = None):
         super().__init__(renderer, grader_timeout_s=(state or {}).get("grader_timeout_s"))
         self.state = state if state is not None else {}
+        # Which env's grader hangs is decided when the env is made, so a grader re-run (in the
+        # bounded grader's worker process) hangs again, like a grader stuck on its input would.
+        self.grader_hangs = self.state.get("grader_hangs", 0) > 0
+        if self.grader_hangs:
+            self.state["grader_hangs"] -= 1
 
     async def initial_observation(self):
         if self.state.get("init_failures", 0) > 0:
@@ -48,11 +53,12 @@ class EchoNumberEnv(ProblemEnv):
         return "Say 7."
 
     def check_answer(self, sample_str):
-        if self.state.get("grader_hangs", 0) > 0:
-            self.state["grader_hangs"] -= 1
-            import threading
+        if self.grader_hangs:
+            import time
 
-            threading.Event().wait(30)
+            end = time.monotonic() + 30  # stuck on a pathological answer (pure Python)
+            while time.monotonic() < end:
+                pass
         return sample_str.strip() == "7"
 
     def check_format(self, sample_str):

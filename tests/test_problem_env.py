@@ -28,8 +28,10 @@ class AddEnv(ProblemEnv):
         return f"What is {self.a}+{self.b}?"
 
     def check_answer(self, sample_str):
-        if self.grader_delay_s:
-            threading.Event().wait(self.grader_delay_s)  # a grader stuck on a pathological answer
+        if self.grader_delay_s:  # a grader stuck on a pathological answer (pure Python)
+            end = time.monotonic() + self.grader_delay_s
+            while time.monotonic() < end:
+                pass
         return sample_str.strip() == str(self.a + self.b)
 
     def check_format(self, sample_str):
@@ -57,7 +59,11 @@ def test_reward_formula_and_metrics(reply, end, reward, fmt, correct):
     env = AddEnv(ChatMLRenderer(TOK))
     result = _step(env, TOK.encode(reply) + end)
     assert result.reward == pytest.approx(reward)
-    assert result.metrics == {"format": fmt, "correct": correct}
+    # grading is bounded by default; grader_timeout is its 0/1 metric
+    assert result.metrics == {"format": fmt, "correct": correct, "grader_timeout": 0.0}
+    unbounded = _step(AddEnv(ChatMLRenderer(TOK), grader_timeout_s=None), TOK.encode(reply) + end)
+    assert unbounded.metrics == {"format": fmt, "correct": correct}  # the cookbook's metrics
+    assert unbounded.reward == result.reward
     assert result.episode_done is True
     assert result.next_observation == ModelInput.empty()
     assert result.next_stop_condition == [IM_END, EOS]

@@ -1,21 +1,22 @@
 """Running a grader under a wall-clock limit: `grade_with_timeout` and `agrade_with_timeout`.
 
 Expensive graders (symbolic maths, code execution) can hang on adversarial output. These helpers
-run the grader in a *daemon* thread (or in an `Executor` you pass, e.g. a `ProcessPoolExecutor`
-for graders that hold the GIL or must be killable) and return a `TimedGrade` with no credit when
-the limit passes or the grader raises. They return promptly after `timeout_s`; a hung thread is
-abandoned (daemon threads never block interpreter exit), a hung process-pool worker stays busy
-until it finishes, so give CPU-bound graders a process pool sized for it.
+return a `TimedGrade` with no credit when the limit passes or the grader raises. By default the
+grader runs through `llm_gym.grading.bounded` (the calling thread for a short budget, then a
+killable forked worker), so a hung grader leaves no thread or process running afterwards. An
+`Executor` you pass (e.g. a `ProcessPoolExecutor` of your own) is used instead: the call returns
+after `timeout_s`, but a hung worker of that executor stays busy until it finishes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import threading
 from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass
 from typing import Any, Callable
+
+from llm_gym.grading.bounded import BoundedCall, acall_bounded, call_bounded
 
 
 @dataclass(frozen=True)
@@ -33,17 +34,6 @@ def _check_timeout(timeout_s: float) -> None:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
 
 
-def _run_in_daemon_thread(fn: Callable[..., Any], args, kwargs, on_done: Callable) -> None:
-    def target() -> None:
-        try:
-            result: tuple[Any, BaseException | None] = (fn(*args, **kwargs), None)
-        except BaseException as exc:  # noqa: BLE001 - reported, never re-raised in the thread
-            result = (None, exc)
-        on_done(*result)
-
-    threading.Thread(target=target, name="llm-gym-grader", daemon=True).start()
-
-
 def _to_grade(value: Any, error: BaseException | None, default: float) -> TimedGrade:
     if error is not None:
         return TimedGrade(default, False, f"{type(error).__name__}: {error}")
@@ -59,10 +49,14 @@ def grade_with_timeout(
     timeout_s: float,
     default: float = 0.0,
     executor: Executor | None = None,
+    isolation: str = "inline",
     **kwargs: Any,
 ) -> TimedGrade:
     """Call `fn(*args, **kwargs)`; return its score, or `default` with `timed_out=True` once
-    `timeout_s` seconds pass. Never raises because of `fn`."""
+    `timeout_s` seconds pass. Never raises because of `fn`. `isolation` is
+    `llm_gym.grading.bounded`'s: `"inline"` (the calling thread, then a worker process) bounds
+    pure-Python hangs at ~4 us a call; `"process"` (a forked worker every call, ~5-20 ms) also
+    bounds graders that block inside one C call (sleep, I/O, locks)."""
     _check_timeout(timeout_s)
     if executor is not None:
         future = executor.submit(fn, *args, **kwargs)
@@ -73,17 +67,15 @@ def grade_with_timeout(
             return TimedGrade(default, True, f"grader exceeded {timeout_s}s")
         except Exception as exc:  # noqa: BLE001 - any grader failure is no credit
             return _to_grade(None, exc, default)
-    done = threading.Event()
-    box: list[tuple[Any, BaseException | None]] = []
+    return _from_bounded(call_bounded(fn, *args, timeout_s=timeout_s, isolation=isolation, **kwargs), timeout_s, default)
 
-    def on_done(value: Any, error: BaseException | None) -> None:
-        box.append((value, error))
-        done.set()
 
-    _run_in_daemon_thread(fn, args, kwargs, on_done)
-    if not done.wait(timeout_s):
+def _from_bounded(outcome: BoundedCall, timeout_s: float, default: float) -> TimedGrade:
+    if outcome.ok:
+        return _to_grade(outcome.value, None, default)
+    if outcome.timed_out:
         return TimedGrade(default, True, f"grader exceeded {timeout_s}s")
-    return _to_grade(*box[0], default)
+    return TimedGrade(default, False, outcome.error)
 
 
 async def agrade_with_timeout(
@@ -92,34 +84,20 @@ async def agrade_with_timeout(
     timeout_s: float,
     default: float = 0.0,
     executor: Executor | None = None,
+    isolation: str = "inline",
     **kwargs: Any,
 ) -> TimedGrade:
     """`grade_with_timeout` for coroutines: the event loop keeps running while `fn` works."""
     _check_timeout(timeout_s)
     loop = asyncio.get_running_loop()
-    if executor is not None:
-        future = loop.run_in_executor(executor, lambda: fn(*args, **kwargs))
-    else:
-        future = loop.create_future()
-
-        def on_done(value: Any, error: BaseException | None) -> None:
-            def settle() -> None:
-                if not future.done():
-                    future.set_result((value, error))
-
-            try:
-                loop.call_soon_threadsafe(settle)
-            except RuntimeError:  # the loop closed while the grader ran: nobody is waiting
-                pass
-
-        _run_in_daemon_thread(fn, args, kwargs, on_done)
+    if executor is None:
+        outcome = await acall_bounded(fn, *args, timeout_s=timeout_s, isolation=isolation, **kwargs)
+        return _from_bounded(outcome, timeout_s, default)
+    future = loop.run_in_executor(executor, lambda: fn(*args, **kwargs))
     try:
-        outcome = await asyncio.wait_for(asyncio.shield(future), timeout_s)
+        value = await asyncio.wait_for(future, timeout_s)
     except (asyncio.TimeoutError, TimeoutError):
         return TimedGrade(default, True, f"grader exceeded {timeout_s}s")
     except Exception as exc:  # noqa: BLE001
         return _to_grade(None, exc, default)
-    if executor is not None:
-        return _to_grade(outcome, None, default)
-    return _to_grade(*outcome, default)
-
+    return _to_grade(value, None, default)

@@ -4,18 +4,21 @@ Subclasses supply the question, an answer checker, a format checker and the refe
 base class renders the prompt, parses the response and scores it as
 `format_coef * (format_ok - 1) + correct` (so a well-formed wrong answer scores 0, a correct one 1,
 and a malformed one loses `format_coef`). This is the cookbook's `ProblemEnv`, with one addition:
-`grader_timeout_s` runs the checkers in a daemon thread and scores a grader that does not answer in
-time as a malformed wrong answer (metric `grader_timeout` = 1) instead of blocking the event loop.
+grading is bounded by default. `check_format`/`check_answer` run through
+`llm_gym.grading.bounded.acall_bounded` with `grader_timeout_s` (10 s): in the calling thread for a
+short budget (a hung pure-Python grader is interrupted there), then in a killable forked worker for
+the rest; a grader that does not answer in time scores as a malformed wrong answer (metric
+`grader_timeout` = 1) and leaves no thread or process behind. `grader_timeout_s=None` calls the
+checkers inline with no bound, as the cookbook does.
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
 from abc import abstractmethod
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Callable, Sequence
 
+from llm_gym.grading.bounded import acall_bounded
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers.base import Message, Renderer, get_text_content
 from llm_gym.rl.types import (
@@ -29,14 +32,22 @@ from llm_gym.rl.types import (
 )
 
 
+DEFAULT_GRADER_TIMEOUT_S = 10.0
+
+
 class ProblemEnv(Env):
     """One question, one answer, one reward. `step` never raises on bad model output.
 
     - `format_ok` is 1 when the response ended cleanly (`ParseTermination.is_clean`; only
       `is_stop_sequence` when `require_stop_sequence_for_format=True`, the cookbook's strict mode)
       and `check_format` accepts it.
-    - `grader_timeout_s` (None = call the checkers inline, as the cookbook does): run
-      `check_format`/`check_answer` in a daemon thread and give up after that many seconds.
+    - `grader_timeout_s` (default 10 s; None = call the checkers inline with no bound, as the
+      cookbook does): the most seconds grading one response may take (see the module docstring).
+    - `grader_isolation`: `"inline"` (default: the calling thread first, a worker process if that
+      runs out) or `"process"` (always a forked worker: for graders that may block inside one C
+      call -- `time.sleep`, I/O, a subprocess -- which no thread can interrupt).
+    A grader that raises is an env bug and propagates (from a worker process as a RuntimeError
+    naming the original error).
     """
 
     def __init__(
@@ -45,10 +56,21 @@ class ProblemEnv(Env):
         convo_prefix: list[Message] | None = None,
         format_coef: float = 0.1,
         require_stop_sequence_for_format: bool = False,
-        grader_timeout_s: float | None = None,
+        grader_timeout_s: float | None = DEFAULT_GRADER_TIMEOUT_S,
+        grader_isolation: str = "inline",
     ) -> None:
-        if grader_timeout_s is not None and grader_timeout_s <= 0:
-            raise ValueError(f"grader_timeout_s must be positive or None, got {grader_timeout_s!r}")
+        if grader_timeout_s is not None and not (
+            isinstance(grader_timeout_s, (int, float)) and 0 < grader_timeout_s < float("inf")
+        ):
+            raise ValueError(
+                f"grader_timeout_s must be a positive number of seconds or None, got "
+                f"{grader_timeout_s!r}"
+            )
+        if grader_isolation not in ("inline", "process"):
+            raise ValueError(
+                f"grader_isolation must be 'inline' or 'process', got {grader_isolation!r}"
+            )
+        self.grader_isolation = grader_isolation
         self.renderer = renderer
         self.convo_prefix = list(convo_prefix or [])
         self.format_coef = format_coef
@@ -99,14 +121,21 @@ class ProblemEnv(Env):
         if self.grader_timeout_s is None:
             format_ok, correct = self._grade(content, well_formed)
         else:
-            try:
-                format_ok, correct = await _call_in_daemon_thread(
-                    self._grade, self.grader_timeout_s, content, well_formed
-                )
+            outcome = await acall_bounded(
+                self._grade, content, well_formed,
+                timeout_s=self.grader_timeout_s, isolation=self.grader_isolation,
+            )
+            if outcome.ok:
+                format_ok, correct = outcome.value
                 metrics["grader_timeout"] = 0.0
-            except TimeoutError:
+            elif outcome.timed_out:
                 format_ok, correct = 0.0, 0.0
                 metrics["grader_timeout"] = 1.0
+            elif outcome.exception is not None:
+                raise outcome.exception
+            else:
+                raise RuntimeError(f"{type(self).__name__}'s grader failed in its worker "
+                                   f"process: {outcome.error}")
         reward = self.format_coef * (format_ok - 1.0) + correct
         return StepResult(
             reward=reward,
@@ -117,32 +146,6 @@ class ProblemEnv(Env):
             logs={"response": content, "reference": self.get_reference_answer(),
                   "termination": termination.value},
         )
-
-
-async def _call_in_daemon_thread(fn: Callable[..., Any], timeout_s: float, *args: Any) -> Any:
-    """Run `fn(*args)` in a fresh daemon thread; raise TimeoutError after `timeout_s`.
-
-    A daemon thread (not the loop's default executor) so that a grader stuck forever neither
-    blocks the event loop nor keeps the process from exiting; the stuck thread is abandoned."""
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future = loop.create_future()
-
-    def settle(ok: bool, value: Any) -> None:
-        if not future.done():
-            (future.set_result if ok else future.set_exception)(value)
-
-    def run() -> None:
-        try:
-            value, ok = fn(*args), True
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the event loop
-            value, ok = exc, False
-        try:
-            loop.call_soon_threadsafe(settle, ok, value)
-        except RuntimeError:  # the loop closed while the grader ran
-            pass
-
-    threading.Thread(target=run, name="llm-gym-grader", daemon=True).start()
-    return await asyncio.wait_for(future, timeout_s)
 
 
 @dataclass(frozen=True)

@@ -89,7 +89,7 @@ def test_step_correct_and_wrong_answers():
     assert (reward, terminated, truncated) == (1.0, True, False)
     assert obs.dtype == np.int64 and obs.size == 0
     assert info["text"].endswith("<|im_end|>")
-    assert info["metrics"] == {"format": 1.0, "correct": 1.0}
+    assert info["metrics"] == {"format": 1.0, "correct": 1.0, "grader_timeout": 0.0}
     assert info["episode_metrics"]["return"] == 1.0
     assert info["episode_metrics"]["turns"] == 1
     assert info["episode_metrics"]["correct"] == 1.0

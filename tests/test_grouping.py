@@ -204,3 +204,34 @@ def test_dataset_over_a_third_party_env_uses_seed_streams_only():
     assert all("split" not in b.make_kwargs for b in builders)
     group = asyncio.run(do_group_rollout(builders[0], EchoPolicy()))
     assert group.get_total_rewards() == [1.0, 1.0, 1.0]
+
+
+class _LegacySeedingEnv(gym.Env):
+    """A third-party token env that seeds numpy's legacy RandomState (rejects seeds >= 2**32)."""
+
+    def __init__(self):
+        from llm_gym.spaces import TokenSequence
+
+        self.observation_space = TokenSequence(16)
+        self.action_space = TokenSequence(16)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.rs = np.random.RandomState(seed)  # ValueError for seed >= 2**32
+        return np.array([int(self.rs.randint(16))], dtype=np.int64), {}
+
+    def step(self, action):
+        return np.empty(0, dtype=np.int64), 1.0, True, False, {}
+
+
+def test_dataset_seeds_fit_third_party_legacy_seeding():
+    from llm_gym.wrappers.grouping import fold_seed_32
+
+    dataset = GymRLDataset(_LegacySeedingEnv, batch_size=4, group_size=2, seed=0)
+    seeds = [dataset.group_seed(0, j) for j in range(4)]
+    assert max(seeds) >= 1 << 32  # the dataset's seeds are 63-bit
+    for builder in dataset.get_batch(0):
+        envs = asyncio.run(builder.make_envs())
+        obs = [asyncio.run(e.initial_observation())[0].to_ints() for e in envs]
+        assert obs[0] == obs[1]  # both copies face the same task
+    assert fold_seed_32((5 << 32) | 7) == 2 and 0 <= fold_seed_32(2**63 - 1) < 2**32

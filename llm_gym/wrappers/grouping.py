@@ -60,6 +60,22 @@ def _obs_to_ints(obs: Any) -> list[int]:
     )
 
 
+def fold_seed_32(seed: int) -> int:
+    """A seed below 2**32 derived from all bits of a non-negative int `seed` (xor-folded), for
+    envs whose seeding goes through numpy's legacy `np.random.seed`."""
+    folded = 0
+    while seed:
+        folded ^= seed & 0xFFFFFFFF
+        seed >>= 32
+    return folded
+
+
+def _is_text_env(env: gym.Env) -> bool:
+    from llm_gym.text_env import TextEnv
+
+    return isinstance(env.unwrapped, TextEnv)
+
+
 def _numeric_metrics(raw: Any) -> Metrics:
     if not isinstance(raw, dict):
         return {}
@@ -103,7 +119,13 @@ class GymEnvAdapter(Env):
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         self._check_live()
-        obs, info = self.gym_env.reset(seed=self.seed, options=self.options)
+        seed = self.seed
+        if seed is not None and seed >= 1 << 32 and not _is_text_env(self.gym_env):
+            # Third-party envs often call `np.random.seed(seed)` / `RandomState(seed)`, which
+            # reject seeds of 2**32 and more; fold the dataset's 63-bit seeds to 32 bits for them
+            # (llm-gym's TextEnv takes any int, so its episodes are unchanged).
+            seed = fold_seed_32(seed)
+        obs, info = self.gym_env.reset(seed=seed, options=self.options)
         stop = info.get("stop_condition") if isinstance(info, dict) else None
         self._stop = list(stop) if stop is not None else self._default_stop()
         return ModelInput.from_ints(_obs_to_ints(obs)), list(self._stop)
@@ -428,7 +450,8 @@ class GymRLDataset(RLDataset):
         return self.n_batches
 
     def group_seed(self, index: int, group: int) -> int:
-        """The reset seed of group `group` in batch `index` (a 63-bit int)."""
+        """The reset seed of group `group` in batch `index` (a 63-bit int; envs other than
+        llm-gym's `TextEnv` are reset with it folded to 32 bits, see `fold_seed_32`)."""
         seq = np.random.SeedSequence(self.seed, spawn_key=(_SPLIT_STREAMS[self.split], index, group))
         return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 

@@ -185,13 +185,22 @@ def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any = None) -> _T
 
 
 class _ThreadLoop(threading.local):
-    """Holds each thread's shared loop (created on first use) and the pid it was made in."""
+    """Holds each thread's shared loop (created on first use)."""
 
     loop: asyncio.AbstractEventLoop | None = None
-    pid: int = 0
 
 
 _thread_loops = _ThreadLoop()
+
+
+def _forget_thread_loop_in_child() -> None:
+    # The forking thread's loop shares its epoll set with the parent: the child makes its own
+    # (and leaves that one unclosed; its finalizer checks the pid).
+    _thread_loops.loop = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_thread_loop_in_child)
 
 
 def thread_loop() -> asyncio.AbstractEventLoop:
@@ -203,9 +212,9 @@ def thread_loop() -> asyncio.AbstractEventLoop:
     left alone, not closed)."""
     holder = _thread_loops
     loop = holder.loop
-    if loop is None or loop.is_closed() or holder.pid != os.getpid():
+    if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
-        holder.loop, holder.pid = loop, os.getpid()
+        holder.loop = loop
         # Closed by a finalizer rather than a __del__: weakref.finalize also runs at interpreter
         # exit, *before* modules are torn down, so closing never meets a half-destroyed
         # `selectors`/`asyncio`. A thread's locals die with the thread, and with them `_Closer`.

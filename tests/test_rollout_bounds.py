@@ -180,3 +180,18 @@ def test_failing_groups_print_no_asyncio_warnings():
     assert proc.stdout.split("\n")[:3] == ["raised env 0 exploded", "None", "None"]
     for noise in ("never retrieved", "was never awaited", "Traceback", "Exception in callback"):
         assert noise not in proc.stderr, proc.stderr
+
+
+def test_episode_timeout_does_not_wait_for_a_step_that_swallows_cancellation():
+    from llm_gym.rl import RolloutLimits, do_single_rollout
+
+    state: dict = {}
+    env = OneStepEnv("swallow", state)
+
+    async def main():
+        traj = await do_single_rollout(Policy(), env, limits=RolloutLimits(timeout_s=0.3))
+        return traj, not state.get("cleanup_finished", False)
+
+    traj, still_running = asyncio.run(main())
+    assert traj.stop_reason == "timeout" and traj.transitions == []
+    assert still_running  # before: the episode waited for the whole 3 s cleanup

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from llm_gym.completers import TokenCompleter
 from llm_gym.model_input import ModelInput
-from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy
+from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy, _bounded
 from llm_gym.rl.types import Env, EnvGroupBuilder, Trajectory, TrajectoryGroup, Transition
 
 logger = logging.getLogger(__name__)
@@ -88,7 +88,9 @@ async def do_single_rollout(
                 awaitable.close()
             raise _DeadlineReached
         try:
-            return await asyncio.wait_for(awaitable, remaining)
+            # Not asyncio.wait_for: it waits for the cancelled call to unwind, however long that
+            # takes; this gives it CANCEL_GRACE_S and then abandons it.
+            return await _bounded(awaitable, remaining, "episode")
         except TimeoutError:
             if time.monotonic() >= deadline:
                 raise _DeadlineReached from None

@@ -6,7 +6,8 @@ specs, each a dict `{"id": "llm/Name-vN", "source": "package.module:SourceClass"
 id with Gymnasium with the *string* entry point `"llm_gym.text_env:TextEnv"` and the source as a
 string, so no environment module is imported until `gym.make` builds one. A broken third-party
 catalog produces a warning, never a failed `import llm_gym`. `register_env` is the same for one id
-written by hand; `make` is `gym.make` with a "did you mean" for mistyped ids.
+written by hand; `make` is `gym.make` with a "did you mean" for mistyped ids (`close_env_ids`, which
+searches the whole registry).
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from typing import Any, Iterable, Mapping
 
 import gymnasium as gym
 
-__all__ = ["ENTRY_POINT_GROUP", "TEXT_ENV_ENTRY_POINT", "make", "register_catalogs", "register_env"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "TEXT_ENV_ENTRY_POINT",
+    "close_env_ids",
+    "make",
+    "register_catalogs",
+    "register_env",
+]
 
 ENTRY_POINT_GROUP = "llm_gym.envs"
 TEXT_ENV_ENTRY_POINT = "llm_gym.text_env:TextEnv"
@@ -123,10 +131,27 @@ def make(id: str, **kwargs: Any) -> gym.Env:
     if sep:
         importlib.import_module(module)
     if env_id not in gym.registry:
-        matches = difflib.get_close_matches(env_id, list(gym.registry), n=3, cutoff=0.5)
+        matches = close_env_ids(env_id)
         hint = f" Did you mean: {', '.join(repr(m) for m in matches)}?" if matches else ""
         llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
         raise gym.error.NameNotFound(
             f"environment {env_id!r} is not registered.{hint} Registered llm-gym ids: {llm_ids}"
         )
     return gym.make(env_id, **kwargs)
+
+
+def close_env_ids(env_id: str, n: int = 3) -> list[str]:
+    """Up to `n` registered ids closest to `env_id`, across the whole Gymnasium registry (llm/,
+    third-party namespaces, Gymnasium's own). Compared case-insensitively, so `llm/math-v0` finds
+    `llm/Math-v0` and `cartpol-v1` finds `CartPole-v1`; a missing namespace is matched too
+    (`Math-v0` finds `llm/Math-v0`)."""
+    by_lower: dict[str, str] = {}
+    for key in gym.registry:
+        by_lower.setdefault(key.lower(), key)
+        _, _, bare = key.rpartition("/")
+        by_lower.setdefault(bare.lower(), key)  # the id without its namespace
+    out: list[str] = []
+    for match in difflib.get_close_matches(env_id.lower(), list(by_lower), n=3 * n, cutoff=0.6):
+        if by_lower[match] not in out:
+            out.append(by_lower[match])
+    return out[:n]

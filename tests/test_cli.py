@@ -70,3 +70,32 @@ def test_plot_writes_a_png(tmp_path):
     data = out.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     assert cli.main(["plot", str(tmp_path / "missing")]) == 2
+
+
+def test_plot_fits_its_title_and_negative_rewards(tmp_path):
+    from trainers.cli_train import _run_figure
+
+    run = tmp_path / ("TicTacToe-v0-importance_sampling-seed0-" + "a-very-long-run-name-" * 4)
+    run.mkdir()
+    lines = [{"step": i, "reward": -1.0 if i % 3 else 1.0, "correct": i / 10} for i in range(1, 11)]
+    lines += [{"step": 10, "eval/accuracy": 0.5}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    (run / "summary.json").write_text(json.dumps({"env": "llm/TicTacToe-v0", "eval_before_rl": 0.1,
+                                                  "eval_after_rl": 0.5}))
+    fig = _run_figure(run)
+    ax = fig.axes[0]
+    low, high = ax.get_ylim()
+    assert low < -1.0 and high > 1.0  # every reward is inside the plot, with a margin
+    fig.canvas.draw()
+    title = ax.title.get_window_extent(fig.canvas.get_renderer())
+    assert title.x0 >= 0 and title.x1 <= fig.bbox.width and title.y1 <= fig.bbox.height
+    assert ax.title.get_text().count("\n") == 1 and "0.10 → 0.50" in ax.title.get_text()
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+def test_train_argparse_errors_are_one_line(capsys):
+    assert cli.main(["train", "--steps", "2.5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("llm-gym train: argument --steps")

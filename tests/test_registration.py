@@ -150,3 +150,22 @@ def test_import_llm_gym_survives_a_broken_catalog(tmp_path):
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "True"]
     assert "no_such_module_for_llm_gym_tests" in out.stderr
+
+
+def test_close_ids_search_the_whole_registry():
+    from llm_gym.registration import close_env_ids
+
+    assert close_env_ids("CartPol-v1")[0] == "CartPole-v1"  # Gymnasium's own ids
+    assert close_env_ids("llm/math-v0")[0] == "llm/Math-v0"  # case-insensitive
+    assert close_env_ids("Math-v0")[0] == "llm/Math-v0"  # the namespace left out
+    register_env("closetest/Adder-v0", "tests._gym_sources:AddSource")
+    try:
+        assert "closetest/Adder-v0" in close_env_ids("closetest/Ader-v0")  # third-party namespaces
+        with pytest.raises(gym.error.NameNotFound, match="Did you mean: 'closetest/Adder-v0'"):
+            llm_gym.make("closetest/Ader-v0")
+        from trainers.grpo.config import ConfigError, check_env_id
+
+        with pytest.raises(ConfigError, match="Did you mean: 'closetest/Adder-v0'"):
+            check_env_id("closetest/Ader-v0")
+    finally:
+        del gym.registry["closetest/Adder-v0"]

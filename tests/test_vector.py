@@ -189,3 +189,22 @@ def test_group_advantages_requires_disabled_inner_autoreset_and_whole_groups():
     with pytest.raises(TypeError, match="one int seed"):
         wrapper.reset(seed=[1, 2, 3, 4])
     disabled.close()
+
+
+@pytest.mark.parametrize("group_size", [1, 0, -2, True, 2.0])
+def test_group_advantages_rejects_groups_of_one_before_building_envs(group_size, monkeypatch):
+    def never(*args, **kwargs):  # the size check comes before any sub-env is built
+        raise AssertionError("gym.make_vec was called")
+
+    monkeypatch.setattr(gym, "make_vec", never)
+    with pytest.raises(ValueError, match=r"group_size must be an int >= 2.*advantage 0"):
+        GroupAdvantages.make("llmtest/Add-v0", batch_size=2, group_size=group_size)
+    with pytest.raises(ValueError, match="batch_size must be a positive int"):
+        GroupAdvantages.make("llmtest/Add-v0", batch_size=0, group_size=2)
+
+
+def test_group_advantages_wrapper_rejects_a_group_of_one():
+    disabled = make_vec("llmtest/Add-v0", 2, "sync", autoreset=AutoresetMode.DISABLED)
+    with pytest.raises(ValueError, match="group_size must be an int >= 2"):
+        GroupAdvantages(disabled, 1)
+    disabled.close()

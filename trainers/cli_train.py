@@ -4,14 +4,18 @@
 `GRPOConfig` field is a flag: `group_size` -> `--group-size`; booleans also have `--no-...`), and
 runs `trainers.grpo.train`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
 `runs/<name>/summary.json`. `plot RUN_DIR` writes `RUN_DIR/train_curve.png` (or `--out`).
-Configuration errors print one line saying what to change and exit with status 2.
+Every configuration error -- a bad flag or flag value, an unreadable or malformed config file, a
+value `GRPOConfig.validate` refuses (which also builds the env once) -- prints one line
+`llm-gym train: ...` saying what to change and exits with status 2, before torch is imported.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -24,8 +28,24 @@ _OPTIONAL_TYPES = {"max_turns": int, "run_name": str, "advantage_scale": str,
                    "resume_override": str}
 
 
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are `ConfigError`s (one line, with a close flag for an
+    unknown one) instead of a usage block and `SystemExit`; `--help` still exits 0."""
+
+    def error(self, message: str):  # type: ignore[override]
+        hint = ""
+        if message.startswith("unrecognized arguments:"):
+            flags = [o for a in self._actions for o in a.option_strings]
+            for word in message.split(":", 1)[1].split():
+                close = difflib.get_close_matches(word.split("=")[0], flags, n=1)
+                if word.startswith("--") and close:
+                    hint = f" Did you mean {close[0]!r}?"
+                    break
+        raise ConfigError(f"{message}.{hint} (`{self.prog} --help` lists the flags)")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="llm-gym train",
         description="SFT warm start + GRPO on an llm-gym environment. Flags override --config.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
@@ -64,7 +84,8 @@ def _json_dict(text: str) -> dict[str, Any]:
 
 
 def config_from_args(argv: Sequence[str]) -> GRPOConfig:
-    """Defaults < --config file < flags."""
+    """Defaults < --config file < flags. Raises `ConfigError` for a bad flag, file or value
+    type (ranges and the env are `GRPOConfig.validate`'s)."""
     ns = vars(build_parser().parse_args(list(argv)))
     values: dict[str, Any] = {}
     if "config" in ns:
@@ -73,21 +94,26 @@ def config_from_args(argv: Sequence[str]) -> GRPOConfig:
     return GRPOConfig.from_dict(values)
 
 
+def _config_error(exc: Exception) -> int:
+    message = " ".join(str(exc).splitlines())  # one line, whatever the message holds
+    print(f"llm-gym train: {message}", file=sys.stderr)
+    return 2
+
+
 def train_main(argv: Sequence[str]) -> int:
     try:
         cfg = config_from_args(argv)
         cfg.validate()
     except ConfigError as exc:
-        print(f"llm-gym train: {exc}", file=sys.stderr)
-        return 2
+        return _config_error(exc)
     from trainers.grpo.trainer import train
 
     try:
         summary = train(cfg)
     except (ConfigError, ValueError) as exc:
+        # The model's vocabulary can only be checked once it is loaded.
         if "vocab" in str(exc) or isinstance(exc, ConfigError):
-            print(f"llm-gym train: {exc}", file=sys.stderr)
-            return 2
+            return _config_error(exc)
         raise
     keys = ("eval_before_sft", "eval_before_rl", "eval_after_rl", "steps", "wall_seconds")
     print(json.dumps({k: summary[k] for k in keys if k in summary}))
@@ -112,6 +138,18 @@ def plot_main(argv: Sequence[str]) -> int:
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Training reward/accuracy per step and held-out accuracy at each evaluation, as a PNG."""
+    fig = _run_figure(run_dir)  # selects the Agg backend before pyplot is imported
+    import matplotlib.pyplot as plt
+
+    out = Path(out) if out else Path(run_dir) / "train_curve.png"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out)
+    plt.close(fig)
+    return out
+
+
+def _run_figure(run_dir: str | Path):
+    """The figure `plot_run` saves: y-range fitted to the data, title within the figure."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -123,28 +161,53 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     train = [r for r in records if "reward" in r]
     evals = [r for r in records if r.get("eval/accuracy") is not None]
     fig, ax = plt.subplots(figsize=(7, 4), dpi=120)
+    plotted: list[float] = []
     if train:
         steps = [r["step"] for r in train]
-        ax.plot(steps, [r["reward"] for r in train], alpha=0.35, label="train reward")
-        ax.plot(steps, _smooth([r["correct"] for r in train]), label="train accuracy (smoothed)")
+        rewards = [r["reward"] for r in train]
+        accuracy = _smooth([r["correct"] for r in train])
+        ax.plot(steps, rewards, alpha=0.35, label="train reward")
+        ax.plot(steps, accuracy, label="train accuracy (smoothed)")
+        plotted += rewards + accuracy
     if evals:
-        ax.plot([r["step"] for r in evals], [r["eval/accuracy"] for r in evals], "o-",
-                color="black", label="held-out accuracy (greedy)")
+        accuracy = [r["eval/accuracy"] for r in evals]
+        ax.plot([r["step"] for r in evals], accuracy, "o-", color="black",
+                label="held-out accuracy (greedy)")
+        plotted += accuracy
+    ax.set(xlabel="RL step", ylabel="reward / accuracy", ylim=_y_limits(plotted))
+    ax.set_title(_plot_title(run_dir), fontsize=10)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="best", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def _plot_title(run_dir: str | Path, width: int = 75) -> str:
+    """Two lines at most, each shortened to fit a 7-inch figure: the run's name, then its env and
+    held-out accuracy before -> after RL (from summary.json, when there is one)."""
+    lines = [_clip(Path(run_dir).resolve().name, width)]
     summary_path = Path(run_dir) / "summary.json"
-    title = Path(run_dir).name
     if summary_path.exists():
         s = json.loads(summary_path.read_text())
-        title += f" — {s.get('env', '')}, {s.get('eval_before_rl', float('nan')):.2f} → " \
-                 f"{s.get('eval_after_rl', float('nan')):.2f}"
-    ax.set(xlabel="RL step", ylabel="reward / accuracy", title=title, ylim=(-0.15, 1.02))
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    out = Path(out) if out else Path(run_dir) / "train_curve.png"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
-    plt.close(fig)
-    return out
+        before, after = s.get("eval_before_rl"), s.get("eval_after_rl")
+        line = str(s.get("env", ""))
+        if isinstance(before, (int, float)) and isinstance(after, (int, float)):
+            line += f": held-out accuracy {before:.2f} → {after:.2f}"
+        lines.append(_clip(line, width))
+    return "\n".join(line for line in lines if line)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _y_limits(values: list[float]) -> tuple[float, float]:
+    """[0, 1] widened to every finite value plotted (rewards may be negative, e.g. -1 for an
+    illegal move), with a 5% margin on each side."""
+    finite = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
+    low, high = min([0.0, *finite]), max([1.0, *finite])
+    margin = 0.05 * (high - low)
+    return low - margin, high + margin
 
 
 def _smooth(values: list[float], k: int = 5) -> list[float]:

@@ -47,6 +47,14 @@ def _info_of(vector_info: dict[str, Any], i: int) -> dict[str, Any]:
     return out
 
 
+def _check_group_size(group_size: Any) -> None:
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 2:
+        raise ValueError(
+            f"group_size must be an int >= 2, got {group_size!r}: advantages are centred within a "
+            "group, so a group of one always gets advantage 0 and learns nothing"
+        )
+
+
 class GroupAdvantages(VectorWrapper):
     """Group-centred advantages for `num_envs = batch_size * group_size` sub-envs.
 
@@ -54,7 +62,7 @@ class GroupAdvantages(VectorWrapper):
         env: a vector env over token envs, made with
             `vector_kwargs={"autoreset_mode": gymnasium.vector.AutoresetMode.DISABLED}` (or use
             `GroupAdvantages.make`). Its `num_envs` must be a multiple of `group_size`.
-        group_size: G; sub-envs `b*G .. b*G+G-1` form group `b`.
+        group_size: G >= 2; sub-envs `b*G .. b*G+G-1` form group `b`.
         scale: advantage scaling, as in `llm_gym.rl.compute_advantages`: `"none"` (return minus
             group mean, the default) or `"group_std"` (also divide by the group's std).
 
@@ -78,8 +86,7 @@ class GroupAdvantages(VectorWrapper):
         scale: Literal["none", "group_std"] = "none",
     ) -> None:
         super().__init__(env)
-        if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
-            raise ValueError(f"group_size must be a positive int, got {group_size!r}")
+        _check_group_size(group_size)
         if env.num_envs % group_size:
             raise ValueError(
                 f"num_envs={env.num_envs} is not a multiple of group_size={group_size}; make the "
@@ -118,6 +125,11 @@ class GroupAdvantages(VectorWrapper):
     ) -> "GroupAdvantages":
         """`gym.make_vec(env_id, num_envs=batch_size*group_size, ...)` wrapped in GroupAdvantages
         (async mode defaults to `shared_memory=False`, which token sequences need)."""
+        _check_group_size(group_size)  # before building any sub-env
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(
+                f"batch_size must be a positive int (groups per batch), got {batch_size!r}"
+            )
         vector_kwargs = dict(vector_kwargs or {})
         vector_kwargs["autoreset_mode"] = AutoresetMode.DISABLED
         if vectorization_mode == "async":

@@ -4,6 +4,9 @@ A config is built from defaults, then a YAML/JSON file (`GRPOConfig.from_file`),
 flags (`trainers.cli_train`), later sources overriding earlier ones. `validate()` checks it before
 any model is built and raises `ConfigError` with a message that names the bad value and what to
 change; the trainer calls it first, so a bad run fails in its first second, not its tenth minute.
+Every field is type-checked from its annotation (`from_dict` also converts YAML's numeric strings
+such as `3e-4` to floats), range-checked, and the env is built once with `env_kwargs`; all of it
+without importing torch.
 """
 
 from __future__ import annotations
@@ -11,6 +14,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
+import math
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +37,9 @@ class GRPOConfig:
     env: str = "llm/Math-v0"
     """Registered environment id (`gym.make` id) trained on and evaluated on (its `test` split)."""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
-    """Keyword arguments for the environment (difficulty knobs), e.g. `{"max_value": 99}`."""
+    """Keyword arguments for the environment (its difficulty knobs, see envs_catalog/CATALOG.md),
+    e.g. `{"digits": 3}` for `llm/Math-v0`. Checked by building the env once before any model
+    work."""
 
     # --- model --------------------------------------------------------------------------------
     model: str = "tiny"
@@ -44,14 +52,16 @@ class GRPOConfig:
     lora_r: int = 0
     """LoRA rank; 0 trains all weights. >0 wraps the model with PEFT LoRA on all linear layers."""
     lora_alpha: int = 16
-    """LoRA scaling numerator (`lora_alpha / lora_r` scales the adapter)."""
+    """LoRA scaling numerator (`lora_alpha / lora_r` scales the adapter); > 0 when `lora_r` > 0
+    (ignored when LoRA is off)."""
     cpu_threads: int = 0
     """Torch CPU threads; 0 = auto: 1 for models under 50M parameters (their matmuls are too small
     to split, and on a shared CPU extra threads spin against other processes: measured ~10x
     faster sampling for the tiny preset on 2 busy cores), else torch's default."""
     sampler: str = "hf"
     """Generation backend: `hf` (in-process batched HF sampler) or `vllm` (a vLLM server; needs
-    `pip install vllm`, see `trainers/grpo/vllm_backend.py`)."""
+    `pip install vllm`; a stub not implemented yet, so `validate` refuses it, see
+    `trainers/grpo/vllm_backend.py`)."""
 
     # --- rollouts -----------------------------------------------------------------------------
     group_size: int = 16
@@ -61,27 +71,29 @@ class GRPOConfig:
     max_tokens: int = 8
     """Most tokens sampled per turn."""
     temperature: float = 1.0
-    """Sampling temperature for training rollouts (> 0). The training forward divides logits by
-    the same temperature, so importance ratios compare like with like."""
+    """Sampling temperature for training rollouts (finite, > 0). The training forward divides
+    logits by the same temperature, so importance ratios compare like with like."""
     max_turns: int | None = None
-    """Cap on policy calls per episode (multi-turn envs); None: the env decides."""
+    """Cap on policy calls per episode (multi-turn envs, >= 1); None: the env decides."""
 
     # --- optimisation -------------------------------------------------------------------------
     steps: int = 120
     """RL optimizer steps (one batch of rollouts each). The default run (tiny preset, 2-digit
     addition) takes ~0.3-0.7 s a step on 2 busy CPU cores (~0.9 s with `share_prefix=False`)."""
     lr: float = 3e-4
-    """AdamW learning rate for RL (≈3e-4 works for the tiny model; 1e-3 collapses it)."""
+    """AdamW learning rate for RL (finite, > 0; ≈3e-4 works for the tiny model; 1e-3 collapses
+    it)."""
     lr_schedule: str = "cosine"
     """`constant`, `linear` (decay to 0) or `cosine`, after `warmup_steps`. Cosine is the default:
     the decay keeps the last updates small, so the final policy does not swing (with a constant lr
     one default run fell from 0.765 held-out accuracy at step 100 to 0.355 at step 120)."""
     warmup_steps: int = 0
-    """Linear learning-rate warm-up steps."""
+    """Linear learning-rate warm-up steps (at most `steps`)."""
     weight_decay: float = 0.0
-    """AdamW weight decay."""
+    """AdamW weight decay (>= 0)."""
     max_grad_norm: float = 1.0
-    """Clip the global gradient norm to this (0 disables clipping; the norm is logged either way)."""
+    """Clip the global gradient norm to this (>= 0; 0 disables clipping; the norm is logged either
+    way)."""
     loss: str = "importance_sampling"
     """Policy loss: `importance_sampling`, `ppo`, `cispo` or `dro` (see `trainers/grpo/losses.py`)."""
     loss_reduction: str = "token_sum"
@@ -89,14 +101,14 @@ class GRPOConfig:
     advantage_scale: str | None = None
     """`none`, `group_std` or `batch_std`; None uses the loss's default (`compute_advantages`)."""
     clip_eps: float = 0.2
-    """Lower clip ε for `ppo`/`cispo`: the ratio is clipped at 1 - clip_eps."""
+    """Lower clip ε for `ppo`/`cispo`, in [0, 1): the ratio is clipped at 1 - clip_eps."""
     clip_eps_high: float | None = None
-    """Upper clip ε (DAPO's clip-higher); None uses `clip_eps`."""
+    """Upper clip ε (DAPO's clip-higher, >= 0); None uses `clip_eps`."""
     dro_beta: float = 0.05
-    """β of the `dro` loss's quadratic penalty ½β(log p - log q)²."""
+    """β (>= 0) of the `dro` loss's quadratic penalty ½β(log p - log q)²."""
     kl_beta: float = 0.0
-    """Weight of the k3 KL penalty to a frozen copy of the starting policy; 0 disables it (and the
-    reference model)."""
+    """Weight (>= 0) of the k3 KL penalty to a frozen copy of the starting policy; 0 disables it
+    (and the reference model)."""
     micro_batch_size: int = 64
     """Sequences per forward/backward; gradients accumulate over micro-batches so memory does not
     grow with the batch."""
@@ -142,7 +154,8 @@ class GRPOConfig:
     """Replace an existing run directory of the same name (without it, a new run into a directory
     that already holds a run is refused)."""
     seed: int = 0
-    """Seeds model init, data order and sampling (all through explicit generators)."""
+    """Seeds model init, data order and sampling (all through explicit generators); in
+    [0, 2**31)."""
     tensorboard: bool = False
     """Also log metrics to TensorBoard (`<run_dir>/tb`)."""
     wandb_project: str | None = None
@@ -165,17 +178,28 @@ class GRPOConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "GRPOConfig":
-        unknown = [k for k in values if k not in cls.field_names()]
+        """A config from a mapping of field names (a parsed YAML/JSON file, CLI flags).
+
+        Unknown keys and values of the wrong type raise `ConfigError` (ranges are `validate`'s
+        job). Two conversions are made, both for YAML: a float field takes an int (`lr: 1`) or a
+        numeric string (`lr: 3e-4` -- PyYAML follows YAML 1.1, which reads an exponent without a
+        dot as a string), converted with `float()`; a tuple field takes a list.
+        """
+        names = cls.field_names()
+        bad_keys = [k for k in values if not isinstance(k, str)]
+        if bad_keys:
+            raise ConfigError(f"config keys must be field names (strings), got {bad_keys!r}")
+        unknown = [k for k in values if k not in names]
         if unknown:
             hints = []
             for k in unknown:
-                close = difflib.get_close_matches(k, cls.field_names(), n=1)
+                close = difflib.get_close_matches(k, names, n=1)
                 hints.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
             raise ConfigError(f"unknown config key(s): {', '.join(hints)}")
-        values = dict(values)
-        if "sft_target_band" in values and values["sft_target_band"] is not None:
-            values["sft_target_band"] = tuple(values["sft_target_band"])
-        return cls(**values)
+        field_types = _field_types()
+        cfg = cls(**{k: _convert(k, v, field_types[k]) for k, v in values.items()})
+        cfg.check_types()
+        return cfg
 
     @classmethod
     def from_file(cls, path: str | Path) -> "GRPOConfig":
@@ -183,51 +207,91 @@ class GRPOConfig:
         return cls.from_dict(load_config_file(path))
 
     # ------------------------------------------------------------------------------------------
+    def check_types(self) -> None:
+        """Raise `ConfigError` for the first field whose value does not match its annotation
+        (bools are not ints; an int is a valid float)."""
+        for name, hint in _field_types().items():
+            _check_type(name, getattr(self, name), hint)
+
     def validate(self, check_env: bool = True) -> None:
-        """Raise `ConfigError` naming the first bad value and the fix."""
+        """Raise `ConfigError` naming the first bad value and the fix.
+
+        Checks every field's type, then its range, then (torch-free, well under a second) that
+        `model` is loadable without a download and, with `check_env`, that `env` is registered
+        and builds and resets with `env_kwargs` -- so no bad config reaches model work.
+        """
+        self.check_types()
+        self._check_ranges()
+        check_model(self.model)
+        if check_env:
+            check_env_builds(self.env, self.env_kwargs, seed=self.seed)
+
+    def _check_ranges(self) -> None:
         if self.group_size < 2:
             raise ConfigError(
                 f"group_size={self.group_size}: GRPO centres rewards within a group, so a group of "
                 "one has zero advantage and learns nothing; use --group-size 2 or more (e.g. 16)"
             )
-        if self.groups_per_batch < 1:
-            raise ConfigError(f"groups_per_batch={self.groups_per_batch}: use 1 or more")
-        if self.loss not in LOSS_NAMES:
-            close = difflib.get_close_matches(self.loss, list(LOSS_NAMES), n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"unknown loss {self.loss!r}; choose one of {list(LOSS_NAMES)}.{hint}")
-        if self.loss_reduction not in REDUCTIONS:
-            raise ConfigError(
-                f"unknown loss_reduction {self.loss_reduction!r}; choose one of {list(REDUCTIONS)}"
-            )
-        if self.advantage_scale not in (None, "none", "group_std", "batch_std"):
-            raise ConfigError(
-                f"advantage_scale={self.advantage_scale!r}; use none, group_std, batch_std or null"
-            )
-        if not self.temperature > 0:
-            raise ConfigError(
-                f"temperature={self.temperature}: training rollouts must sample (> 0); greedy "
-                "decoding is used for evaluation automatically"
-            )
-        for name in ("steps", "max_tokens", "micro_batch_size", "eval_problems"):
+        for name in ("groups_per_batch", "steps", "max_tokens", "micro_batch_size", "eval_problems",
+                     "sft_batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("eval_every", "save_every", "sft_steps", "warmup_steps", "lora_r", "cpu_threads"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables it)")
-        if not self.lr > 0 or not self.sft_lr > 0:
-            raise ConfigError(f"lr={self.lr} and sft_lr={self.sft_lr} must be > 0")
-        if self.lr_schedule not in ("constant", "linear", "cosine"):
-            raise ConfigError(f"lr_schedule={self.lr_schedule!r}; use constant, linear or cosine")
+        if self.max_turns is not None and self.max_turns < 1:
+            raise ConfigError(
+                f"max_turns={self.max_turns} must be >= 1, or null to let the env decide"
+            )
+        if not 0 <= self.seed < 2**31:
+            raise ConfigError(f"seed={self.seed} must be in [0, 2**31) (numpy seeds are unsigned)")
+        if self.warmup_steps > self.steps:
+            raise ConfigError(
+                f"warmup_steps={self.warmup_steps} is longer than the run (steps={self.steps}): the "
+                f"lr would never reach its peak; use warmup_steps <= {self.steps} (e.g. "
+                f"{self.steps // 10})"
+            )
+        if self.lora_r > 0 and self.lora_alpha <= 0:
+            raise ConfigError(
+                f"lora_alpha={self.lora_alpha} with lora_r={self.lora_r}: the adapter is scaled by "
+                "lora_alpha / lora_r, so it must be > 0 (e.g. 16); lora_r 0 turns LoRA off"
+            )
+        # Floats: finite everywhere (nan compares False with everything, so `not x > 0` catches it).
+        for name, fix in (("lr", "e.g. 3e-4"), ("sft_lr", "e.g. 1e-3"),
+                          ("temperature", "training rollouts must sample (greedy decoding is "
+                                          "used for evaluation automatically), e.g. 1.0")):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name}={value}: must be a finite number > 0; {fix}")
+        for name, meaning in (("weight_decay", "0 disables it"),
+                              ("max_grad_norm", "0 disables clipping"),
+                              ("kl_beta", "0 disables the KL penalty"),
+                              ("dro_beta", "0 drops the dro penalty"),
+                              ("clip_eps_high", "null uses clip_eps")):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{name}={value}: must be a finite number >= 0 ({meaning})")
+        if not (math.isfinite(self.clip_eps) and 0 <= self.clip_eps < 1):
+            raise ConfigError(
+                f"clip_eps={self.clip_eps}: must be in [0, 1) -- the ratio is clipped at "
+                "1 - clip_eps, which must stay positive (e.g. 0.2)"
+            )
         lo, hi = self.sft_target_band
-        if not 0.0 <= lo <= hi <= 1.0:
-            raise ConfigError(f"sft_target_band={self.sft_target_band}: need 0 <= low <= high <= 1")
-        if self.sampler not in ("hf", "vllm"):
-            raise ConfigError(f"sampler={self.sampler!r}; use 'hf' or 'vllm'")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise ConfigError(f"device={self.device!r}; use auto, cpu or cuda")
-        if check_env:
-            check_env_id(self.env)
+        if not 0.0 <= lo <= hi <= 1.0:  # False for nan too
+            raise ConfigError(
+                f"sft_target_band={list(self.sft_target_band)}: need 0 <= low <= high <= 1"
+            )
+        _check_choice("loss", self.loss, LOSS_NAMES)
+        _check_choice("loss_reduction", self.loss_reduction, REDUCTIONS)
+        _check_choice("advantage_scale", self.advantage_scale, ADVANTAGE_SCALES)
+        _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
+        _check_choice("sampler", self.sampler, SAMPLERS)
+        _check_choice("device", self.device, DEVICES)
+        if self.sampler == "vllm":
+            _check_vllm()
+        for name in ("env", "output_dir"):
+            if not getattr(self, name).strip():
+                raise ConfigError(f"{name}={getattr(self, name)!r} must not be empty")
 
     @property
     def clip_eps_low(self) -> float:
@@ -238,38 +302,334 @@ class GRPOConfig:
         return self.clip_eps if self.clip_eps_high is None else self.clip_eps_high
 
 
+ADVANTAGE_SCALES: tuple[str | None, ...] = (None, "none", "group_std", "batch_std")
+LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "cosine")
+SAMPLERS: tuple[str, ...] = ("hf", "vllm")
+DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
+
+
+# --- types ---------------------------------------------------------------------------------------
+def _field_types() -> dict[str, Any]:
+    """Each field's evaluated annotation (`int`, `float | None`, `tuple[float, float]`, ...)."""
+    global _FIELD_TYPES
+    if _FIELD_TYPES is None:
+        _FIELD_TYPES = typing.get_type_hints(GRPOConfig)
+    return _FIELD_TYPES
+
+
+_FIELD_TYPES: dict[str, Any] | None = None
+
+
+def _split_optional(hint: Any) -> tuple[Any, bool]:
+    """`X | None` -> (X, True); anything else -> (hint, False)."""
+    if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+        args = [a for a in typing.get_args(hint) if a is not type(None)]
+        return args[0], len(args) < len(typing.get_args(hint))
+    return hint, False
+
+
+def _convert(name: str, value: Any, hint: Any) -> Any:
+    """The YAML conversions `from_dict` documents; anything else is returned unchanged."""
+    base, _ = _split_optional(hint)
+    if base is float:
+        return _to_float(name, value)
+    if typing.get_origin(base) is tuple and isinstance(value, list):
+        value = tuple(value)
+    if typing.get_origin(base) is tuple and isinstance(value, tuple):
+        args = typing.get_args(base)
+        if len(args) == len(value):
+            return tuple(_to_float(f"{name}[{i}]", v) if a is float else v
+                         for i, (a, v) in enumerate(zip(args, value)))
+    return value
+
+
+def _to_float(name: str, value: Any) -> Any:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            raise ConfigError(f"{name}={value!r} is not a number; write e.g. 3e-4 or 0.0003") from None
+    return value
+
+
+def _check_type(name: str, value: Any, hint: Any) -> None:
+    base, optional = _split_optional(hint)
+    if value is None and optional:
+        return
+    origin = typing.get_origin(base) or base
+    null = " or null" if optional else ""
+    if origin is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{name}={value!r} must be true or false")
+    elif origin is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            hint_text = ""
+            if isinstance(value, float) and value.is_integer():
+                hint_text = f"; write {int(value)}"
+            elif isinstance(value, str):
+                hint_text = "; write it without quotes"
+            raise ConfigError(f"{name}={value!r} must be a whole number{null}{hint_text}")
+    elif origin is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{name}={value!r} must be a number{null}, e.g. 0.2")
+    elif origin is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}={value!r} must be a string{null} (quote it in YAML)")
+    elif origin is dict:
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            raise ConfigError(
+                f"{name}={value!r} must be a mapping with string keys, e.g. {{\"digits\": 3}}"
+            )
+    elif origin is tuple:
+        args = typing.get_args(base)
+        if (not isinstance(value, (tuple, list)) or len(value) != len(args)
+                or any(isinstance(v, bool) or not isinstance(v, (int, float)) for v in value)):
+            raise ConfigError(
+                f"{name}={value!r} must be a list of {len(args)} numbers, e.g. [0.35, 0.55]"
+            )
+    else:  # pragma: no cover - a new field with an annotation this function does not know
+        raise TypeError(f"GRPOConfig.{name}: no type check for annotation {hint!r}")
+
+
+def _check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
+    if value in choices:
+        return
+    names = [c for c in choices if c is not None]
+    close = difflib.get_close_matches(value, names, n=1) if isinstance(value, str) else []
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    shown = ", ".join(map(str, names)) + (" or null" if None in choices else "")
+    raise ConfigError(f"unknown {name} {value!r}; choose one of {shown}.{hint}")
+
+
+def _check_vllm() -> None:
+    # Mirrors trainers/grpo/vllm_backend.py, which is a stub: constructing it always raises.
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            "sampler='vllm' needs vLLM (GPU only): `pip install vllm`; or use the default "
+            "--sampler hf"
+        )
+    raise ConfigError(
+        "sampler='vllm': the vLLM server backend is not implemented yet (see "
+        "trainers/grpo/vllm_backend.py); use the default --sampler hf"
+    )
+
+
+# --- files ---------------------------------------------------------------------------------------
 def load_config_file(path: str | Path) -> dict[str, Any]:
+    """The mapping of config keys in a `.yaml`/`.yml`/`.json` file; any problem reading or
+    parsing it is a one-line `ConfigError` naming the file (and the line, for syntax errors)."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {str(path)!r} does not exist")
-    text = path.read_text()
-    if path.suffix in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text) or {}
-    elif path.suffix == ".json":
-        data = json.loads(text)
-    else:
+    if path.suffix not in (".yaml", ".yml", ".json"):
         raise ConfigError(f"config file {str(path)!r}: use a .yaml, .yml or .json file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {str(path)!r} cannot be read: {exc}") from None
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                f"config file {str(path)!r} is not valid JSON: {exc.msg} at line {exc.lineno}, "
+                f"column {exc.colno}"
+            ) from None
+    else:
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError(
+                f"config file {str(path)!r}: reading YAML needs PyYAML (`pip install pyyaml`, part "
+                "of llm-gym[train]); or write the config as JSON"
+            ) from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or type(exc).__name__
+            raise ConfigError(
+                f"config file {str(path)!r} is not valid YAML: {problem}{where}"
+            ) from None
+        data = {} if data is None else data
     if not isinstance(data, dict):
-        raise ConfigError(f"config file {str(path)!r} must hold a mapping of config keys")
+        raise ConfigError(
+            f"config file {str(path)!r} must hold a mapping of config keys (e.g. `steps: 50`), "
+            f"got a {type(data).__name__}"
+        )
     return data
 
 
+# --- the model -----------------------------------------------------------------------------------
+def check_model(model: str) -> None:
+    """Raise `ConfigError` unless `model` is `tiny`, a local checkpoint directory (with a
+    `config.json`) or a hub id already in the local Hugging Face cache: llm-gym never downloads
+    at run time (`trainers.models.load_policy`). Torch-free."""
+    if model == "tiny":
+        return
+    path = Path(model)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(
+                f"model={model!r} is a directory without a config.json; point --model at a "
+                "directory written by save_pretrained (or use --model tiny)"
+            )
+        return
+    if path.exists():
+        raise ConfigError(f"model={model!r} is a file; --model takes a checkpoint directory or tiny")
+    if _in_hf_cache(model):
+        return
+    raise ConfigError(
+        f"model={model!r} is neither a local checkpoint directory nor in the local Hugging Face "
+        "cache, and llm-gym never downloads at run time (the hub is offline); use --model tiny, a "
+        f"directory written by save_pretrained, or download it once on a connected machine "
+        f"(`huggingface-cli download {model}`)"
+    )
+
+
+def _in_hf_cache(repo_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return False
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+    except Exception:  # not a valid repo id (e.g. "./runs/x" that does not exist)
+        return False
+
+
+# --- the environment -----------------------------------------------------------------------------
 def check_env_id(env_id: str) -> None:
-    """Raise `ConfigError` with close matches when `env_id` is not registered."""
+    """Raise `ConfigError` with close matches (across the whole Gymnasium registry, third-party
+    namespaces included) when `env_id` is not registered. `"module:id"` imports `module` first,
+    as `gym.make` does."""
     import gymnasium as gym
 
     import llm_gym  # noqa: F401  (registers the catalog's ids)
+    from llm_gym.registration import close_env_ids
 
-    if env_id in gym.registry:
+    module, sep, bare_id = env_id.rpartition(":")
+    if sep:
+        import importlib
+
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ConfigError(f"env={env_id!r}: cannot import module {module!r} ({exc})") from None
+    if bare_id in gym.registry:
         return
-    known = [k for k in gym.registry if k.startswith("llm/")] or list(gym.registry)
-    close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.5)
+    close = close_env_ids(bare_id)
     hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
-    raise ConfigError(
-        f"unknown environment id {env_id!r}.{hint} Registered llm/ ids: {sorted(known)[:20]}"
-    )
+    llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
+    raise ConfigError(f"unknown environment id {env_id!r}.{hint} Registered llm/ ids: {llm_ids}")
+
+
+# env_kwargs the trainer passes itself (to `GymRLDataset` / `gym.make`), with what to set instead.
+_RESERVED_ENV_KWARGS = {
+    "split": "the trainer trains on split 'train' and evaluates on split 'test' itself",
+    "seed": "set the config's seed instead",
+    "batch_size": "set groups_per_batch instead",
+    "group_size": "set group_size instead",
+    "n_batches": "the trainer sets it",
+}
+
+
+# What an env's construction raises for a bad knob (the EnvSource contract: ValueError/TypeError),
+# a tokenizer or renderer it cannot load (OSError, LookupError, NotImplementedError) or a source
+# package that is not installed. Anything else is a bug in the env and keeps its traceback.
+_ENV_SETUP_ERRORS = (ValueError, TypeError, LookupError, OSError, NotImplementedError, ImportError)
+
+
+def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> None:
+    """Raise `ConfigError` unless `env_id` is registered and builds and resets with `env_kwargs`
+    on both splits, with token observation and action spaces (what the trainer needs).
+
+    This builds the env once per split -- the same `gym.make` the trainer runs later -- so a bad
+    knob name or value is reported now, in one line naming the env and the knob (with the env's
+    knobs and a close match for an unknown one), not after the model is built. Torch-free for
+    llm-gym's catalog envs.
+    """
+    import gymnasium as gym
+
+    check_env_id(env_id)
+    for key, why in _RESERVED_ENV_KWARGS.items():
+        if key in env_kwargs:
+            raise ConfigError(f"env_kwargs must not set {key!r}: {why}")
+    bare_id = env_id.rpartition(":")[2]
+    splits: tuple[str | None, ...] = (None,)
+    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
+
+    if gym.spec(bare_id).entry_point == TEXT_ENV_ENTRY_POINT:
+        splits = ("train", "test")
+    for split in splits:
+        kwargs = dict(env_kwargs) if split is None else {**env_kwargs, "split": split}
+        try:
+            env = gym.make(bare_id, **kwargs)
+        except _ENV_SETUP_ERRORS as exc:
+            raise ConfigError(_env_error(bare_id, env_kwargs, exc)) from None
+        try:
+            env.reset(seed=seed)
+            for what, space in (("observation", env.observation_space), ("action", env.action_space)):
+                if not isinstance(space, gym.spaces.Sequence):
+                    llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
+                    raise ConfigError(
+                        f"env={env_id!r} has a {type(space).__name__} {what} space, not token "
+                        "sequences; the "
+                        f"trainer needs an llm-gym text env, e.g. one of {llm_ids}"
+                    )
+        except ConfigError:
+            raise
+        except _ENV_SETUP_ERRORS as exc:
+            raise ConfigError(_env_error(bare_id, env_kwargs, exc, during="reset")) from None
+        finally:
+            env.close()
+
+
+def _env_error(env_id: str, env_kwargs: dict[str, Any], exc: Exception, during: str = "") -> str:
+    message = " ".join(str(exc).split(" was raised from the environment creator")[0].split())
+    knobs, options = _env_knobs(env_id)
+    if knobs is not None:
+        unknown = [k for k in env_kwargs if k not in knobs and k not in options]
+        if unknown:
+            parts = []
+            for k in unknown:
+                close = difflib.get_close_matches(k, knobs + options, n=1)
+                parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            return (f"env_kwargs: {env_id} has no knob {', '.join(parts)}; its knobs are "
+                    f"{', '.join(knobs)} (and the TextEnv options {', '.join(options)})")
+    step = f" on {during}" if during else ""
+    if isinstance(exc, ImportError) or not env_kwargs:
+        return f"env={env_id!r} cannot be built{step}: {type(exc).__name__}: {message}"
+    return f"env_kwargs={env_kwargs!r}: {env_id} refused them{step}: {message}"
+
+
+def _env_knobs(env_id: str) -> tuple[list[str] | None, list[str]]:
+    """(the source's difficulty knobs, TextEnv's own keyword options) of a TextEnv id, else
+    (None, [])."""
+    import inspect
+
+    import gymnasium as gym
+
+    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
+
+    spec = gym.spec(env_id)
+    if spec.entry_point != TEXT_ENV_ENTRY_POINT:
+        return None, []
+    try:
+        from llm_gym.text_env import TextEnv, resolve_source
+
+        knobs = list(resolve_source(spec.kwargs["source"]).card.difficulty_knobs)
+    except Exception:
+        return None, []
+    params = inspect.signature(TextEnv.__init__).parameters
+    options = [p for p in params if p not in ("self", "source", "split", "knobs")]
+    options += ["max_episode_steps", "disable_env_checker"]  # gym.make's own
+    return knobs, options
 
 
 def field_docs() -> dict[str, str]:

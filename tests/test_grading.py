@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
@@ -26,7 +25,9 @@ from llm_gym.grading import (
     "response",
     ["68", "  68\n", "\\boxed{68}", "The sum is \\boxed{68}.", "Answer: 68", "answer = 68",
      "**Answer:** 68", "Final answer: 68.", "The answer is 68.", "Work: 60+8\nAnswer: 68",
-     "\\boxed{68} so Answer: 68", "Answer: \\boxed{68}", "+68", "68.0", "$68$"],
+     "\\boxed{68} so Answer: 68", "Answer: \\boxed{68}", "+68", "68.0", "$68$",
+     # number words are read too (policy in llm_gym.grading), and agreeing forms agree
+     "sixty-eight", "Answer: sixty eight", "\\boxed{68}\nAnswer: 68.0", "AnSwEr: 68", "My answer: 68"],
 )
 def test_correct_forms_get_credit(response):
     grade = grade_numeric(response, 68)
@@ -49,7 +50,7 @@ def test_correct_forms_get_credit(response):
         ("   \n ", "empty"),
         ("6\ufffd8", "invalid_text"),
         ("68" + " " * MAX_RESPONSE_CHARS, "too_long"),
-        ("sixty-eight", "not_a_number"),
+        ("sixty-eight or sixty-nine", "not_a_number"),
         ("6.8e1", "not_a_number"),
     ],
 )
@@ -67,11 +68,20 @@ def test_wrong_number_is_well_formed_but_incorrect():
 
 def test_huge_output_is_refused_before_any_regex():
     # 10 MB of text that would be slow for a backtracking regex if it were scanned.
+    # Shown structurally (no wall-clock assert): the text is never even normalised.
+    import llm_gym.grading.answers as answers
+
     huge = "Answer: " + "1 " * 5_000_000
-    start = time.perf_counter()
-    extraction = extract_answer(huge)
+
+    def never(_text):
+        raise AssertionError("a too-long reply must be refused before it is scanned")
+
+    original, answers._visible_text = answers._visible_text, never
+    try:
+        extraction = extract_answer(huge)
+    finally:
+        answers._visible_text = original
     assert extraction.status is AnswerStatus.TOO_LONG
-    assert time.perf_counter() - start < 0.05
 
 
 @pytest.mark.parametrize(
@@ -104,7 +114,7 @@ def test_string_target_and_bad_target():
 @pytest.mark.parametrize(
     "text,expected",
     [("7", 7), ("My guess is 7.", 7), ("Answer: 7", 7), ("\\boxed{7}", 7), ("7 or 8", None),
-     ("", None), ("seven", None), ("7.5", None), ("I pick 3 then 4", None)],
+     ("", None), ("seven", 7), ("7.5", None), ("I pick 3 then 4", None)],
 )
 def test_extract_single_integer(text, expected):
     value, status = extract_single_integer(text)

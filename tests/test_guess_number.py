@@ -133,7 +133,8 @@ def test_wrong_guesses_until_out_of_turns_score_zero():
 @pytest.mark.parametrize(
     "bad_action",
     [TOK.encode("5 or 6") + [IM_END], TOK.encode("") + [IM_END], TOK.encode("99") + [IM_END],
-     TOK.encode("seven") + [IM_END], TOK.encode("10"), [0xFF, 0xFE, IM_END]],
+     TOK.encode("seven or eight") + [IM_END], TOK.encode("10"), [0xFF, 0xFE, IM_END],
+     TOK.encode("1") + [256] + TOK.encode("5") + [IM_END]],  # "1<|pad|>5" is two numbers, not 15
 )
 def test_invalid_turns_are_penalised_and_the_game_continues(bad_action):
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=4)
@@ -189,3 +190,50 @@ def test_prompt_states_the_rules():
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=50, max_turns=7)
     ob, _ = asyncio.run(src.make_env(np.random.default_rng(0)).initial_observation())
     assert re.search(r"from 1 to 50\..*You have 7 guesses", TOK.decode(ob.to_ints()))
+
+
+def test_a_huge_action_ends_the_game_instead_of_growing_the_observation():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"])  # max_context_tokens=8192 by default
+    huge = TOK.encode("7 " * 50_000) + [IM_END]  # 100k tokens
+    _, _, results = play(src, 0, [huge])
+    result = results[0]
+    assert result.episode_done and result.reward == pytest.approx(-0.1)  # too long: invalid
+    assert result.metrics["context_exceeded"] == 1.0 and result.logs["stop_reason"] == "context_exceeded"
+    assert result.next_observation.length == 0
+    lo, hi = src.reward_range
+    assert lo <= result.reward <= hi
+
+
+def test_context_cap_ends_a_long_game_with_the_turns_reward():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=100,
+                            max_context_tokens=400)
+    env = src.make_env(np.random.default_rng(0))
+    wrong = 1 if env.secret != 1 else 2
+    env, obs, results = play(src, 0, [encode_reply("chatml", str(wrong))] * 100)
+    assert results[-1].episode_done and len(results) < 100
+    assert results[-1].reward == 0.0 and results[-1].metrics["context_exceeded"] == 1.0
+    assert results[-1].metrics["solved"] == 0.0 and results[-1].logs["stop_reason"] == "context_exceeded"
+    assert max(ob.length for ob in obs) <= 400
+
+
+def test_stop_reasons_of_solved_and_out_of_turns_games():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=1)
+    env = src.make_env(np.random.default_rng(2))
+    _, _, solved = play(src, 2, [encode_reply("chatml", str(env.secret))])
+    wrong = 1 if env.secret != 1 else 2
+    _, _, lost = play(src, 2, [encode_reply("chatml", str(wrong))])
+    assert solved[0].logs["stop_reason"] == "solved" and solved[0].metrics["context_exceeded"] == 0.0
+    assert lost[0].logs["stop_reason"] == "out_of_turns" and lost[0].metrics["solved"] == 0.0
+
+
+@pytest.mark.parametrize("reply", ["seven", "My guess is seven.", "Answer: 7", "\\boxed{7}"])
+def test_guesses_in_words_and_marked_forms_are_read(reply):
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20)
+    seed = next(s for s in range(200) if src.make_env(np.random.default_rng(s)).secret == 7)
+    _, _, results = play(src, seed, [encode_reply("chatml", reply)])
+    assert results[0].reward == 1.0 and results[0].metrics["solved"] == 1.0
+
+
+def test_max_context_tokens_knob_is_checked():
+    with pytest.raises(ValueError, match=r"max_context_tokens must be in \[256, 1000000\], got 10"):
+        GuessNumberSource(renderer=RENDERERS["chatml"], max_context_tokens=10)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 
 import pytest
@@ -103,9 +102,7 @@ def test_role_colon_problem_env():
 
 def test_hanging_grader_gets_a_defined_reward_with_grader_timeout():
     env = AddEnv(ChatMLRenderer(TOK), grader_delay_s=30.0, grader_timeout_s=0.2)
-    t0 = time.monotonic()
     result = _step(env, TOK.encode("5") + [IM_END])
-    assert time.monotonic() - t0 < 10.0
     assert result.metrics == {"format": 0.0, "correct": 0.0, "grader_timeout": 1.0}
     assert result.reward == pytest.approx(-0.1)
 

@@ -57,9 +57,9 @@ def test_import_is_lazy_light_and_torch_free():
         """
     )
     assert out.returncode == 0, out.stderr
-    elapsed, rest = out.stdout.split(" ", 1)
+    _elapsed, rest = out.stdout.split(" ", 1)
+    # No wall-clock assert (benchmarks/import_time.py times it): no env module, nothing heavy.
     assert rest.strip() == "[] []"
-    assert float(elapsed) < 2.0  # generous on a shared 2-core box; the goal is well under 0.5 s
 
 
 def test_make_with_module_prefix_needs_no_prior_import():

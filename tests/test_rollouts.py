@@ -4,7 +4,6 @@ per-rollout limits."""
 from __future__ import annotations
 
 import asyncio
-import time
 from dataclasses import dataclass, field
 
 import pytest
@@ -188,9 +187,7 @@ def test_retry_on_failure_raises_budget_exhausted_from_execute():
 
 def test_retry_on_failure_stops_the_rest_once_the_budget_is_spent():
     b = Builder(n=3, plan=[["raise", "hang", "hang"]])
-    t0 = time.monotonic()
     assert run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=0))) is None
-    assert time.monotonic() - t0 < 10
     assert b.log == ["cancelled", "cancelled"]
 
 
@@ -210,9 +207,7 @@ def test_min_viable_group_keeps_the_survivors():
 
 def test_per_rollout_timeout_retries_a_hung_rollout():
     b = Builder(n=3, plan=[["ok", "ok", "hang"]])
-    t0 = time.monotonic()
     group = run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=1, per_rollout_timeout=0.3)))
-    assert time.monotonic() - t0 < 10
     assert len(group.trajectories_G) == 3
     assert [e.error_type for e in group.rollout_errors] == ["TimeoutError"]
     assert b.log == ["cancelled"]
@@ -270,7 +265,6 @@ def test_limit_max_trajectory_tokens():
 
 
 def test_limit_timeout_on_env_and_on_policy():
-    t0 = time.monotonic()
     traj = run(do_single_rollout(EchoPolicy(), ChatEnv(mode="hang"), limits=RolloutLimits(timeout_s=0.2)))
     assert traj.stop_reason == "timeout" and traj.transitions == []
     slow = EchoPolicy(delay_s=0.15)
@@ -278,7 +272,6 @@ def test_limit_timeout_on_env_and_on_policy():
     assert traj2.stop_reason == "timeout"
     assert 1 <= len(traj2.transitions) < 50
     assert traj2.final_ob.to_ints()[: len(PROMPT)] == PROMPT
-    assert time.monotonic() - t0 < 10
 
 
 def test_a_timeout_error_raised_by_the_policy_is_an_error_not_a_limit():

@@ -12,11 +12,25 @@ Rewards (per step; an episode's return is their sum):
   response): `-invalid_penalty` (default 0.1), and the turn counts against `max_turns`; the env
   replies with the rules again;
 - out-of-vocabulary token ids (a malformed action): `-invalid_penalty` and the episode ends,
-  since such tokens cannot be extended into a valid next observation.
+  since such tokens cannot be extended into a valid next observation;
+- a turn whose action would take the observation past `max_context_tokens` (default 8192): that
+  turn's reward as above (so an oversized reply, which is also invalid, scores
+  `-invalid_penalty`) and the episode ends, metric `context_exceeded` = 1; the observation never
+  grows past the cap.
 
-So the return lies in [-invalid_penalty * max_turns, 1]. Observations have the prefix property
-(`envs_catalog._common.TurnContinuation`). Held-out split: secrets are ranked by a hash of
-(max_number, secret); the first tenth (at least one) form split="test", the rest "train".
+So the return lies in [-invalid_penalty * max_turns, 1]. The last step logs `stop_reason`
+("solved", "out_of_turns", "malformed_tokens" or "context_exceeded").
+
+Guesses are read by `llm_gym.grading.extract_single_integer` under the policy in
+`llm_gym.grading`'s docstring: digits or English words ("seven"), bare, boxed, after a marker
+("Answer:", "My guess is") or in a sentence holding exactly one number; a reply showing two
+different numbers (a hedge "5 or 6", a list of guesses, a later correction, a second marker behind
+look-alike letters or zero-width characters) is an invalid turn, never a hit. Special tokens
+sampled inside a reply are line breaks (`separate_special_tokens`), so "7<|pad|>5" is not 75.
+
+Observations have the prefix property (`envs_catalog._common.TurnContinuation`). Held-out split:
+secrets are ranked by a hash of (max_number, secret); the first tenth (at least one) form
+split="test", the rest "train".
 """
 
 from __future__ import annotations
@@ -27,12 +41,14 @@ import numpy as np
 
 from envs_catalog._common import TurnContinuation, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import extract_single_integer
+from llm_gym.grading import extract_single_integer, separate_special_tokens
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
 from llm_gym.rl.types import Action, ActionExtra, Env, Observation, StepResult, StopCondition
 
-DEFAULTS: dict[str, Any] = {"max_number": 20, "max_turns": 8, "invalid_penalty": 0.1}
+DEFAULTS: dict[str, Any] = {
+    "max_number": 20, "max_turns": 8, "invalid_penalty": 0.1, "max_context_tokens": 8192,
+}
 
 
 def held_out_secrets(max_number: int, split: str) -> list[int]:
@@ -52,12 +68,12 @@ def intro_text(max_number: int, max_turns: int) -> str:
 
 class GuessNumberEnv(Env):
     """One game against a fixed secret. Step metrics: `invalid` (this turn); on the last step
-    also `solved`, `turns`, `invalid_turns`."""
+    also `solved`, `turns`, `invalid_turns`, `context_exceeded` (and the log `stop_reason`)."""
 
     def __init__(
         self, renderer: Renderer, secret: int, *, max_number: int, max_turns: int,
         invalid_penalty: float, continuation: TurnContinuation | None = None,
-        intro: ModelInput | None = None,
+        intro: ModelInput | None = None, max_context_tokens: int = DEFAULTS["max_context_tokens"],
     ) -> None:
         """`intro`, if given, must be the first observation this env would build (the source
         caches it: it depends only on the knobs)."""
@@ -66,6 +82,7 @@ class GuessNumberEnv(Env):
         self.max_number = max_number
         self.max_turns = max_turns
         self.invalid_penalty = invalid_penalty
+        self.max_context_tokens = max_context_tokens
         self.continuation = continuation or TurnContinuation(renderer)
         self._intro = intro
         self._stop = renderer.get_stop_sequences()
@@ -85,16 +102,23 @@ class GuessNumberEnv(Env):
         self._ob = self._intro
         return self._ob, self.stop_condition
 
-    def _finish(self, reward: float, solved: bool, metrics: dict, logs: dict) -> StepResult:
+    def _finish(self, reward: float, stop_reason: str, metrics: dict, logs: dict) -> StepResult:
         self._done = True
-        metrics.update(solved=float(solved), turns=self._turns, invalid_turns=self._invalid_turns)
+        metrics.update(
+            solved=float(stop_reason == "solved"), turns=self._turns,
+            invalid_turns=self._invalid_turns,
+            context_exceeded=float(stop_reason == "context_exceeded"),
+        )
+        logs["stop_reason"] = stop_reason
         return StepResult(reward, True, ModelInput.empty(), self.stop_condition, metrics, logs)
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         if self._ob is None or self._done:
             raise RuntimeError("GuessNumberEnv: call initial_observation() first; envs are single-use")
         self._turns += 1
-        message, termination = self.renderer.parse_response(action)
+        message, termination = self.renderer.parse_response(
+            separate_special_tokens(action, self.renderer)
+        )
         text = str(message.get("content", ""))
         guess, status = extract_single_integer(text) if termination else (None, termination.value)
         logs = {"response": text, "secret": self.secret, "guess_status": str(getattr(status, "value", status))}
@@ -102,19 +126,25 @@ class GuessNumberEnv(Env):
         metrics: dict[str, float | int] = {"invalid": float(not valid)}
         if termination is ParseTermination.MALFORMED:
             self._invalid_turns += 1
-            return self._finish(-self.invalid_penalty, False, metrics, logs)
+            return self._finish(-self.invalid_penalty, "malformed_tokens", metrics, logs)
         if not valid:
             self._invalid_turns += 1
             reward = -self.invalid_penalty
             feedback = f"Invalid. Reply with one whole number from 1 to {self.max_number}."
         elif guess == self.secret:
-            return self._finish(1.0, True, metrics, logs)
+            return self._finish(1.0, "solved", metrics, logs)
         else:
             reward = 0.0
             feedback = "Higher." if guess < self.secret else "Lower."
         if self._turns >= self.max_turns:
-            return self._finish(reward, False, metrics, logs)
-        self._ob = self.continuation.next(self._ob, action, feedback)
+            return self._finish(reward, "out_of_turns", metrics, logs)
+        # The cap is checked before the action is appended, so a huge action costs no copy.
+        if self._ob.length + len(action) >= self.max_context_tokens:
+            return self._finish(reward, "context_exceeded", metrics, logs)
+        ob = self.continuation.next(self._ob, action, feedback)
+        if ob.length > self.max_context_tokens:
+            return self._finish(reward, "context_exceeded", metrics, logs)
+        self._ob = ob
         return StepResult(reward, False, self._ob, self.stop_condition, metrics, logs)
 
 
@@ -128,20 +158,28 @@ class GuessNumberSource(EnvSource):
             "Multi-turn number guessing: the env picks a secret from 1 to max_number, the model "
             "guesses, the env answers 'Higher.' or 'Lower.'; binary search always wins within "
             "ceil(log2(max_number+1)) guesses. Each observation extends the previous one plus the "
-            "sampled tokens (prefix property), so a whole game is one training datum."
+            "sampled tokens (prefix property), so a whole game is one training datum. A guess may "
+            "be digits or words ('seven'), bare, boxed, after 'Answer:'/'My guess is', or a "
+            "sentence with exactly one number; a reply showing two different numbers (a hedge, a "
+            "list, a later correction, a second marker hidden by look-alike letters or zero-width "
+            "characters) is invalid, never a hit (answer policy: llm_gym.grading)."
         ),
         multi_turn=True,
         reward_range=(-0.8, 1.0),
         reward_meaning=(
             "Episode return: +1 for guessing the secret (any turn), 0 for running out of turns, "
             "minus invalid_penalty (0.1) for each invalid turn (no single whole number in range, "
-            "or a truncated response); out-of-vocabulary tokens end the game with that penalty. "
+            "conflicting numbers, or a truncated response); out-of-vocabulary tokens end the game "
+            "with that penalty, and so does a turn that would take the observation past "
+            "max_context_tokens (that turn scored as usual; metric context_exceeded). "
             "Range [-invalid_penalty*max_turns, 1]."
         ),
         difficulty_knobs={
             "max_number": "the secret is drawn from 1..max_number, 4-10000 (default 20)",
             "max_turns": "guesses allowed, 1-100 (default 8)",
             "invalid_penalty": "reward for an invalid turn is minus this, 0-1 (default 0.1)",
+            "max_context_tokens": "the game ends (stop reason context_exceeded) rather than let an "
+            "observation grow past this many tokens, 256-1000000 (default 8192)",
         },
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
@@ -161,6 +199,9 @@ class GuessNumberSource(EnvSource):
         self.max_number = check_int("max_number", own["max_number"], 4, 10_000)
         self.max_turns = check_int("max_turns", own["max_turns"], 1, 100)
         self.invalid_penalty = check_float("invalid_penalty", own["invalid_penalty"], 0.0, 1.0)
+        self.max_context_tokens = check_int(
+            "max_context_tokens", own["max_context_tokens"], 256, 1_000_000
+        )
         self.continuation = TurnContinuation(renderer)
         self._secrets = held_out_secrets(self.max_number, split)
         intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
@@ -175,5 +216,5 @@ class GuessNumberSource(EnvSource):
         return GuessNumberEnv(
             self.renderer, secret, max_number=self.max_number, max_turns=self.max_turns,
             invalid_penalty=self.invalid_penalty, continuation=self.continuation,
-            intro=self._intro,
+            intro=self._intro, max_context_tokens=self.max_context_tokens,
         )

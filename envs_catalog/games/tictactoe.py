@@ -7,8 +7,12 @@ its number, a taken one its mark. After X in the centre and O in the corner:
     4|X|6
     7|8|9
 
-The model moves by replying with the number of a free cell (a bare "5", "Answer: 5" or a sentence
-with exactly one number all work). X always moves first; the model is X when it moves first.
+The model moves by replying with the number of a free cell (a bare "5", "five", "Answer: 5",
+"My move: 5" or a sentence with exactly one number all work), read by
+`llm_gym.grading.extract_single_integer` under the policy in `llm_gym.grading`'s docstring: a reply
+naming two different cells ("5 or 9", "5, then 9", "5. Actually 9", a second marker behind
+look-alike letters or zero-width characters, "5<|pad|>9") is not a move but an illegal one
+(status "conflicting"). X always moves first; the model is X when it moves first.
 
 Single-agent rewards (`TicTacToeSource`), given on the last step, all other steps 0:
 win +1, draw 0, loss -1. An illegal move (no single number, a number outside 1-9, an occupied
@@ -42,7 +46,7 @@ import numpy as np
 
 from envs_catalog._common import TurnContinuation, check_choice, check_float, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import extract_single_integer
+from llm_gym.grading import extract_single_integer, separate_special_tokens
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
 from llm_gym.rl.types import (
@@ -107,8 +111,9 @@ def optimal_moves(board: str, mark: str) -> tuple[int, ...]:
 
 
 def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[int | None, str, str]:
-    """(cell or None if illegal, reason, response text) for an action on `board`."""
-    message, termination = renderer.parse_response(action)
+    """(cell or None if illegal, reason, response text) for an action on `board`. Special tokens
+    inside the reply read as line breaks, so "5<|pad|>9" names two cells, not cell 59."""
+    message, termination = renderer.parse_response(separate_special_tokens(action, renderer))
     text = str(message.get("content", ""))
     if not termination:
         return None, termination.value, text
@@ -209,15 +214,19 @@ class TicTacToeSource(EnvSource):
         description=(
             "Tic-tac-toe against a scripted opponent (random or minimax-optimal). The board is "
             "three rows like 'X|2|3' where free cells show their number; the model replies with "
-            "the number of a free cell. Multi-turn with the prefix property. A self-play group "
+            "the number of a free cell, in digits or words, bare or after a marker ('My move: 5'); "
+            "a reply naming two different cells (a hedge, a later correction, a second marker "
+            "hidden by look-alike letters or zero-width characters) is an illegal move (answer "
+            "policy: llm_gym.grading). Multi-turn with the prefix property. A self-play group "
             "builder (TicTacToeSelfPlayGroupBuilder) pits two rollouts of the policy against "
             "each other in one shared game."
         ),
         multi_turn=True,
         reward_range=(-1.0, 1.0),
         reward_meaning=(
-            "On the last step: win +1, draw 0, loss -1; an illegal or unparseable move scores -1 "
-            "and ends the game. Self-play: group reward winner +1, loser -1, draw 0."
+            "On the last step: win +1, draw 0, loss -1; an illegal, unparseable or conflicting "
+            "move scores illegal_reward (-1) and ends the game. Self-play: group reward winner "
+            "+1, loser -1, draw 0."
         ),
         difficulty_knobs={
             "opponent": "'random' (uniform legal moves) or 'optimal' (minimax; cannot be beaten) "

@@ -1,10 +1,13 @@
 """Procedural arithmetic: `MathSource` (`llm/Math-v0`) and `MathMultiSource` (`llm/MathMulti-v0`).
 
 A task is an integer expression such as "23+45=" drawn from the source's generator; the answer is
-graded by `llm_gym.grading.grade_numeric` (a bare number, `\\boxed{}` or an `Answer:` line; hedges
-get no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
-`format_coef * (format_ok - 1) + correct`. Everything is computed in pure Python integers: no data,
-no network, no heavy parsing.
+graded by `llm_gym.grading.grade_numeric` under the answer policy in `llm_gym.grading`'s docstring
+(a bare number, `\\boxed{}` or an `Answer:` line; a reply showing two different answers in any form
+gets no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
+`format_coef * (format_ok - 1) + correct`; a truncated response is not well formed but is still
+graded (0.9 when its number is right). Special tokens sampled inside the response are line breaks
+for the grader (`llm_gym.grading.separate_special_tokens`), so "6<|pad|>8" is not 68. Everything
+is computed in pure Python integers: no data, no network, no heavy parsing.
 
 Held-out split: a task's canonical key (the expression; operands sorted when every operator is the
 same commutative one, so "23+45" and "45+23" are one task) is hashed by
@@ -25,7 +28,7 @@ import numpy as np
 
 from envs_catalog._common import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
+from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric, separate_special_tokens
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.model_input import ModelInput
@@ -120,7 +123,7 @@ class MathEnv(ProblemEnv):
         return str(self.answer)
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        result = await super().step(action, extra=extra)
+        result = await super().step(separate_special_tokens(action, self.renderer), extra=extra)
         grade = self._graded[1] if self._graded is not None else Grade(False, False, "empty")
         result.metrics["parse_error"] = float(not grade.format_ok)
         result.metrics["too_long"] = float(grade.status == "too_long")
@@ -142,15 +145,18 @@ class MathSource(EnvSource):
             "Procedural integer arithmetic, fully offline. The default is two 2-digit numbers to "
             "add, with a short prompt ('23+45=') and a bare-number reference answer ('68'), sized "
             "for training a tiny byte-level model from scratch; the knobs scale it up to long "
-            "mixed-operator expressions. Answers may be a bare number, \\boxed{...} or an "
-            "'Answer: X' line; hedged or conflicting answers get no credit."
+            "mixed-operator expressions. Answers may be a bare number (digits or English words), "
+            "\\boxed{...} or an 'Answer: X' line; a reply showing two different answers in any "
+            "form (a hedge, a later correction, a second marker hidden by look-alike letters or "
+            "zero-width characters) gets no credit (answer policy: llm_gym.grading)."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the right number, 0 for a wrong number, "
-            "-format_coef (0.1) when no single number can be read (empty, hedged, over 4096 "
-            "characters, invalid UTF-8) or the response was truncated."
+            "-format_coef (0.1) when no single number can be read (empty, hedged or conflicting, "
+            "over 4096 characters, invalid UTF-8). A truncated response (no end of turn) loses "
+            "format_coef but is still graded: 0.9 if its number is right, -0.1 otherwise."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (no dataset)",

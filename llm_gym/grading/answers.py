@@ -1,37 +1,44 @@
-"""Extracting one candidate answer from a model response, refusing gaming attempts.
+"""Finding the one answer a model response commits to, or the reason there is none.
 
-Rules, applied in order (see `extract_answer`):
+This module implements the policy written down in `llm_gym.grading`'s docstring, in three passes:
 
-1. Responses longer than `max_chars` (default 4096 characters) are refused *before* any regex
-   runs (`TOO_LONG`), so a huge output costs O(1).
-2. Text containing U+FFFD (what invalid UTF-8 decodes to) is refused (`INVALID_TEXT`).
-3. Empty or whitespace-only text is refused (`EMPTY`).
-4. Every `\\boxed{...}` (balanced braces) and every `Answer: X` line (case-insensitive; also
-   "Final answer = X", "The answer is X", "**Answer:** X") is collected. If there is any, they
-   must all agree after light normalisation (whitespace, `$`, `*` and a trailing period
-   removed); disagreeing answers are `CONFLICTING` (no credit: "\\boxed{5} ... \\boxed{6}" is a
-   hedge). An unclosed `\\boxed{` is `MALFORMED`.
-5. Otherwise the whole stripped response is the candidate (a bare "68").
+1. `_visible_text` (after the length cap and the U+FFFD refusal, which `_extract` applies before
+   anything else): Unicode folding (NFKC; format characters dropped; look-alike letters mapped
+   to Latin; special-token text such as `<|pad|>` and control characters turned into line
+   breaks).
+2. `_collect`: every candidate answer in the folded text — each `\\boxed{}`, each answer marker,
+   each line that is just a number, each number introduced by a correction or hedge after the
+   first answer — or, when there is none, the whole response.
+3. `_extract`: credit only when exactly one distinct value remains (75 and 75.0 agree).
 
-The candidate is only a string; whether it is a *single* number is the numeric grader's job
-(`llm_gym.grading.numeric`), which is what refuses "5 or 6" and "5, 6, 7".
+`grade_numeric` turns the result into a `Grade` for a numeric target; `extract_single_integer`
+is the games' reader (it also reads a sentence holding exactly one number, "My guess is 7.");
+`separate_special_tokens` keeps a special token sampled inside a number ("7<|pad|>5") visible
+to them, since renderers decode without special tokens. Numbers themselves are read by
+`llm_gym.grading.numeric`.
 """
 
 from __future__ import annotations
 
+import bisect
 import enum
 import re
+import unicodedata
+import weakref
 from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, NamedTuple, Sequence
+
+from llm_gym.grading.numeric import (
+    _PLAIN_INT,
+    _UNREADABLE,
+    _WORD_RUN,
+    _number_tokens,
+    _read_number,
+    parse_number,
+)
 
 MAX_RESPONSE_CHARS = 4096
-
-_BOXED_OPENERS = ("\\boxed{", "\\fbox{")
-_ANSWER_LINE = re.compile(
-    r"^[ \t>#*_-]*(?:the[ \t]+)?(?:final[ \t]+)?answer[ \t]*\**[ \t]*(?:[:=]|is\b[ \t]*:?)[ \t]*\**[ \t]*"
-    r"(.*?)[ \t]*$",
-    re.IGNORECASE | re.MULTILINE,
-)
-_INTEGER_LITERAL = re.compile(r"(?<![\w.])[+-]?\d+(?:\.\d+)?(?![\w])")
 
 
 class AnswerStatus(str, enum.Enum):
@@ -43,108 +50,477 @@ class AnswerStatus(str, enum.Enum):
     INVALID_TEXT = "invalid_text"
     CONFLICTING = "conflicting"
     MALFORMED = "malformed"
+    CONFUSABLE = "confusable"  # a word mixing Latin with unmapped look-alikes, or bidi overrides
+    UNSUPPORTED_DIGITS = "unsupported_digits"  # decimal digits of a script other than ASCII
 
 
 @dataclass(frozen=True)
 class Extraction:
-    """`candidate` is set only when `status` is OK; `source` is "boxed", "answer_line" or "bare"."""
+    """`candidate` (the answer's text) is set only when `status` is OK; `value` is its number,
+    or None when the single candidate is not a number. `source` is "boxed", "answer_line",
+    "bare" (a line that is just a number, or the whole response), or "retraction"."""
 
     status: AnswerStatus
     candidate: str | None = None
     source: str | None = None
+    value: Fraction | None = None
 
     @property
     def ok(self) -> bool:
         return self.status is AnswerStatus.OK
 
 
-def _light_normalise(value: str) -> str:
-    value = "".join(value.split()).strip("$*")
-    return value[:-1] if value.endswith(".") else value
+# --- 1. visible text ---------------------------------------------------------------------------
+_BOX = "\x00"  # stands in for a \boxed{...} in the text the other forms are read from
+_GLYPH = "\x01"  # an unreadable glyph: private-use, unassigned, or a mark on a digit
+_CONTROLS = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+_SPECIAL_TOKEN_TEXT = re.compile(
+    r"<\|[^<>|\n]{0,64}\|>|</?s>|<(?:pad|unk|eos|bos|eot|mask|sep|cls)>", re.IGNORECASE
+)
+# Before NFKC, which would turn "7⁵" into "75": keep super/subscripts visibly apart.
+_SUPER_SUB = str.maketrans(
+    {c: "^" + d for c, d in zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")}
+    | {c: "_" + d for c, d in zip("₀₁₂₃₄₅₆₇₈₉₊₋", "0123456789+-")}
+)
+_BIDI_OVERRIDES = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+_BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u1680")
+_PUNCT_LOOKALIKES = {
+    **dict.fromkeys("\ua789\u2236\u02d0\u05c3\u0589\u1361", ":"),
+    **dict.fromkeys("\u1400\u2e40\ua4ff\u30a0", "="),
+    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\u2043", "-"),
+    "\u2215": "/",
+}
+_LATIN_LOOKALIKES = dict(zip(
+    "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢıȷɑɡɩʋ", "abcdefghijklmnoprstuvwyzijagiv"
+))
+# Letters of other scripts that pass for Latin ones. A word made only of them, or mixing them
+# with Latin letters, is mapped ("Аnswer" with a Cyrillic А is "Answer"); a mixed word with a
+# letter not in this table is refused (CONFUSABLE), so a disguised marker never goes unread.
+_SCRIPT_LOOKALIKES = dict(zip(
+    "АВЕКМНОРСТХУЅІЈԚԜҮӀԀаеёорсухѕіїјԁԛԝһӏгпткмнш"
+    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχωγης"
+    "ՕՍօոսհգց"
+    "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃᏙᎠᏀᏞᏒ",
+    "ABEKMHOPCTXYSIJQWYlDaeeopcyxsiijdqwhlrntkmhw"
+    "ABEZHIKMNOPTYXaeikvoptuxwyns"
+    "OUonuhqg"
+    "ABCEHJKMPSTWZVDGLR",
+))
+_LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
+_LETTERS = re.compile(r"[^\W\d_]+")
 
 
-def _boxed_contents(text: str) -> list[str] | None:
-    """Contents of every boxed expression, or None if one is unclosed."""
-    found: list[str] = []
-    for opener in _BOXED_OPENERS:
-        start = text.find(opener)
-        while start >= 0:
-            i = start + len(opener)
-            depth = 1
-            while i < len(text) and depth:
-                c = text[i]
-                depth += (c == "{") - (c == "}")
-                i += 1
-            if depth:
-                return None
-            found.append(text[start + len(opener): i - 1])
-            start = text.find(opener, i)
-    return found
+def _fold_char(c: str) -> str | AnswerStatus:
+    """One non-ASCII character of NFKC text as it is read (possibly "", or a refusal)."""
+    cat = unicodedata.category(c)
+    if cat == "Cf":  # zero-width space/joiners, soft hyphen, BOM, tag characters, bidi marks
+        return AnswerStatus.CONFUSABLE if c in _BIDI_OVERRIDES else ""
+    if c in _BLANKS or cat == "Zs":
+        return " "
+    if cat in ("Co", "Cn", "Cs"):
+        return _GLYPH
+    if cat[0] == "N":  # NFKC already made fullwidth, mathematical and circled digits ASCII
+        return AnswerStatus.UNSUPPORTED_DIGITS
+    if c in _PUNCT_LOOKALIKES:
+        return _PUNCT_LOOKALIKES[c]
+    if cat[0] == "L":
+        if c in _LATIN_LOOKALIKES:
+            return _LATIN_LOOKALIKES[c]
+        base = unicodedata.normalize("NFD", c)[0]  # "Á" -> "A"
+        if base.isascii() and base.isalpha():
+            return base
+    return c
 
 
-def extract_answer(text: str, *, max_chars: int = MAX_RESPONSE_CHARS) -> Extraction:
-    """Return the response's single candidate answer, or the reason there is none.
+def _fold_words(text: str) -> str | AnswerStatus:
+    """Map look-alike letters of other scripts in words that are made only of look-alikes or
+    that mix them with Latin letters; refuse a mixed word that keeps an unmapped one."""
 
-    Never raises on any `str` input; cost is bounded by `max_chars`.
-    """
+    def fold(m: re.Match) -> str:
+        word = m.group(0)
+        if word.isascii():
+            return word
+        mapped = word.translate(_SCRIPT_TABLE)
+        if mapped.isascii():
+            return mapped
+        if any(c.isascii() for c in word) and any(
+            not c.isascii() and unicodedata.name(c, "").startswith(_LOOKALIKE_SCRIPTS)
+            for c in mapped
+        ):
+            raise _Confusable
+        return word
+
+    try:
+        return _LETTERS.sub(fold, text)
+    except _Confusable:
+        return AnswerStatus.CONFUSABLE
+
+
+class _Confusable(Exception):
+    pass
+
+
+_SCRIPT_TABLE = str.maketrans(_SCRIPT_LOOKALIKES)
+
+
+def _visible_text(text: str) -> str | AnswerStatus:
+    """The text the answer is read from, or the reason it cannot be read (see the module doc)."""
+    text = _CONTROLS.sub("\n", text)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text.translate(_SUPER_SUB))
+        out: list[str] = []
+        for c in text:
+            if c.isascii():
+                out.append(c)
+                continue
+            if unicodedata.category(c)[0] == "M":  # a combining mark
+                # on a digit it changes what the digit says ("7" + U+0338 is "not 7"): unreadable;
+                # on a letter it is dropped, so accents cannot disguise a marker word
+                if out and "0" <= out[-1] <= "9":
+                    out.append(_GLYPH)
+                continue
+            folded = _fold_char(c)
+            if isinstance(folded, AnswerStatus):
+                return folded
+            out.append(folded)
+        text = _fold_words("".join(out))
+        if isinstance(text, AnswerStatus):
+            return text
+    return _SPECIAL_TOKEN_TEXT.sub("\n", text)
+
+
+# --- 2. candidates -----------------------------------------------------------------------------
+_BOX_OPEN = re.compile(r"\\*(?:boxed|fbox)[ \t]*\{")
+_LATEX_WRAP = re.compile(
+    r"\\+(?:boxed|fbox|text|textbf|textrm|mathrm|mathbf|bm|displaystyle)[ \t]*\{(.*)\}", re.DOTALL
+)
+_MARKER = re.compile(
+    r"(?<![^\W_])(?:answers?|guess(?:es)?|moves?)(?![^\W_])"
+    r"(?:[ \t]+(?:to|for|of)(?![^\W_])[^\n:=]{0,40}?)?"
+    r"[ \t*_]*"
+    r"(?::=|:|=>|->|→|=|is(?![^\W_])(?:[ \t*_]*:)?|(?:would|will|should|must)[ \t]+be(?![^\W_]))",
+    re.IGNORECASE,
+)
+_RETRACTION = re.compile(
+    r"(?<![^\W_])(?:actually|correction|corrected|no[ \t,]*wait|wait|hold on|i mean|i meant|"
+    r"rather|sorry|oops|scratch that|make (?:that|it)|on second thought|instead|or|maybe|perhaps|"
+    r"possibly|probably|alternatively|otherwise|either|nope|i was wrong|should be|"
+    r"let me (?:correct|reconsider|re-?check|check|verify|double[- ]check)|"
+    r"change (?:it|that|my (?:answer|guess|move))(?: to)?)(?![^\W_])",
+    re.IGNORECASE,
+)
+# Where a marker's answer text ends: a sentence end, a bracket, a reason, a correction.
+_ANSWER_END = re.compile(
+    r"[.!?;](?=\s|$)|[ \t][(\[]|(?<![^\W_])(?:because|since|as|so|which|given|from|via)(?![^\W_])"
+    r"|" + _RETRACTION.pattern,
+    re.IGNORECASE,
+)
+_ANSWER_START = re.compile(r"[ \t*_]*")
+_SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n")
+_LINE_PREFIX = re.compile(r"[ \t>#]*(?:[-*+•][ \t]+)?(?:(?:=>|->|→|=)[ \t]*)?")
+_LINE_NUMBER = re.compile(r"[+-]?[0-9][0-9.,/]*|" + _WORD_RUN, re.IGNORECASE)
+_NUM = r"[0-9](?:[0-9.,]*[0-9])?"
+_EXPRESSION = re.compile(
+    rf"{_NUM}(?:[ \t]*[-+*/×÷^][ \t]*{_NUM})+(?P<results>(?:[ \t]*=[ \t]*{_NUM})*)"
+)
+_NEGATION = re.compile(r"(?<![^\W_])(?:not|no|never|isn't|isnt|wasn't|aren't)(?![^\W_])|n't", re.I)
+_HAS_NUMBERISH = re.compile(r"[0-9]|(?<![^\W_])" + _WORD_RUN, re.IGNORECASE)
+
+
+class _Candidate(NamedTuple):
+    key: object  # the value, or ("?", text) for a candidate that is not one number
+    value: Fraction | None
+    text: str
+    source: str
+
+
+def _clean(text: str) -> str:
+    """Strip markup around an answer: whitespace, `*`, `_`, backticks, `$`, `\\(...\\)`,
+    `\\[...\\]`, `\\text{...}`-style wrappers, a trailing period, comma or "!", and `{,}`."""
+    s = text.replace(_BOX, " ")
+    for _ in range(6):
+        before = s
+        s = s.strip().strip("*_`$").strip()
+        if s[-1:] in (".", ",", "!", ":") and not s.endswith(".."):
+            s = s[:-1]
+        for a, b in (("\\(", "\\)"), ("\\[", "\\]"), ("(", ")")):
+            if s.startswith(a) and s.endswith(b):
+                s = s[len(a):-len(b)]
+        m = _LATEX_WRAP.fullmatch(s)
+        if m:
+            s = m.group(1)
+        if s == before:
+            break
+    return s.replace("{,}", ",")
+
+
+def _read(text: str, prose: bool) -> object:
+    """The candidate's value: a Fraction, `_UNREADABLE` (it holds something number-like that is
+    not exactly one number), or None (no number in it at all)."""
+    s = _clean(text)
+    value = _read_number(s) if _GLYPH not in s else None
+    if value is not None:
+        return value
+    if not _HAS_NUMBERISH.search(s):
+        return None
+    if not prose or _GLYPH in s or _NEGATION.search(s):
+        return _UNREADABLE
+    values = {v for _, _, v in _number_tokens(s)}
+    return values.pop() if len(values) == 1 else _UNREADABLE
+
+
+def _candidate(value: object, text: str, source: str) -> _Candidate:
+    text = _clean(text)
+    if value is _UNREADABLE:
+        return _Candidate(("?", text), None, text, source)
+    return _Candidate(value, value, text, source)  # type: ignore[arg-type]
+
+
+def _boxes(text: str) -> tuple[str, list[tuple[int, str]]] | None:
+    """(text with each boxed expression replaced by `_BOX`, [(position there, contents)]), or
+    None if a box is unclosed. Nested boxes belong to the outermost one."""
+    pieces, found, i, length = [], [], 0, 0
+    while (m := _BOX_OPEN.search(text, i)) is not None:
+        j, depth = m.end(), 1
+        while j < len(text) and depth:
+            depth += (text[j] == "{") - (text[j] == "}")
+            j += 1
+        if depth:
+            return None
+        pieces.append(text[i:m.start()])
+        length += m.start() - i
+        found.append((length + len(found), text[m.end(): j - 1]))
+        i = j
+    if not found:
+        return text, []
+    return _BOX.join(pieces + [text[i:]]), found
+
+
+class _Retractions:
+    """Reads the answer each correction or hedge introduces: the first number of the rest of its
+    sentence (None if there is none). A calculation there counts as its result ("let me check:
+    23+45=68" is 68); one without a stated result is unreadable. The text's numbers and sentence
+    ends are found once, so a reply full of hedges costs linear time, not quadratic."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.tokens = _number_tokens(text)
+        self.starts = [start for start, _, _ in self.tokens]
+        self.ends = [m.start() for m in _SENTENCE_END.finditer(text)]
+
+    def value_after(self, start: int) -> object:
+        k = bisect.bisect_left(self.starts, start)
+        if k == len(self.tokens):
+            return None
+        end = bisect.bisect_left(self.ends, start)
+        token_start, _, value = self.tokens[k]
+        if end < len(self.ends) and self.ends[end] < token_start:
+            return None  # the sentence ended before any number
+        m = _EXPRESSION.match(self.text[token_start: token_start + 200])
+        if m:
+            results = re.findall(_NUM, m.group("results"))
+            value = parse_number(results[-1]) if results else None
+            return _UNREADABLE if value is None else value
+        return value
+
+
+def _collect(text: str, prose: bool) -> list[_Candidate] | AnswerStatus:
+    boxed = _boxes(text)
+    if boxed is None:
+        return AnswerStatus.MALFORMED
+    text, boxes = boxed
+    candidates: list[_Candidate] = []
+    anchors: list[int] = []  # where answers were given; corrections after the first one count
+    for pos, contents in boxes:
+        anchors.append(pos)
+        if _clean(contents):
+            value = _read(contents, prose)
+            value = _UNREADABLE if value is None else value  # "\\boxed{x}" boxes a non-number
+            candidates.append(_candidate(value, contents, "boxed"))
+    markers = list(_MARKER.finditer(text))
+    for k, m in enumerate(markers):
+        anchors.append(m.start())
+        line_end = text.find("\n", m.end())
+        stop = len(text) if line_end < 0 else line_end
+        if k + 1 < len(markers):
+            stop = min(stop, markers[k + 1].start())
+        start = _ANSWER_START.match(text, m.end()).end()
+        cut = _ANSWER_END.search(text, start, stop)
+        answer = text[start: cut.start() if cut else stop]
+        value = _read(answer, prose)
+        if value is not None:
+            candidates.append(_candidate(value, answer, "answer_line"))
+    pos = 0
+    for line in text.split("\n"):
+        body = _clean(line[_LINE_PREFIX.match(line).end():])
+        if _BOX not in line and body and _LINE_NUMBER.fullmatch(body):
+            anchors.append(pos)
+            value = _read(body, False)
+            candidates.append(_candidate(_UNREADABLE if value is None else value, body, "bare"))
+        pos += len(line) + 1
+    retractions = list(_RETRACTION.finditer(text, min(anchors))) if anchors else []
+    if retractions:
+        reader = _Retractions(text)
+        for m in retractions:
+            value = reader.value_after(m.end())
+            if value is not None:
+                candidates.append(_candidate(value, text[m.end():m.end() + 40], "retraction"))
+    if candidates:
+        return candidates
+    whole = _clean(text)
+    if not whole:
+        return AnswerStatus.EMPTY
+    value = _read(whole, prose)
+    return [_candidate(_UNREADABLE if value is None else value, whole, "bare")]
+
+
+# --- 3. decision -------------------------------------------------------------------------------
+def _extract(text: str, max_chars: int, prose: bool) -> Extraction:
     if len(text) > max_chars:
         return Extraction(AnswerStatus.TOO_LONG)
     if "\ufffd" in text:
         return Extraction(AnswerStatus.INVALID_TEXT)
-    stripped = text.strip()
-    if not stripped:
+    visible = _visible_text(text)
+    if isinstance(visible, AnswerStatus):
+        return Extraction(visible)
+    if not visible.strip():
         return Extraction(AnswerStatus.EMPTY)
-    has_boxed = "box" in stripped
-    has_answer = "nswer" in stripped or "NSWER" in stripped
-    if not (has_boxed or has_answer):  # fast path: the common bare answer
-        return Extraction(AnswerStatus.OK, stripped, "bare")
-    candidates: list[tuple[str, str]] = []
-    if has_boxed:
-        boxed = _boxed_contents(stripped)
-        if boxed is None:
-            return Extraction(AnswerStatus.MALFORMED)
-        candidates += [(b, "boxed") for b in boxed]
-    if has_answer:
-        candidates += [
-            (m.group(1), "answer_line")
-            for m in _ANSWER_LINE.finditer(stripped)
-            if not any(op in m.group(1) for op in _BOXED_OPENERS)
-        ]
-    if not candidates:
-        return Extraction(AnswerStatus.OK, stripped, "bare")
-    distinct = {_light_normalise(c) for c, _ in candidates}
-    if len(distinct) > 1:
+    candidates = _collect(visible, prose)
+    if isinstance(candidates, AnswerStatus):
+        return Extraction(candidates)
+    if len(dict.fromkeys(c.key for c in candidates)) > 1:
         return Extraction(AnswerStatus.CONFLICTING)
-    value = candidates[0][0].strip()
-    if not _light_normalise(value):
-        return Extraction(AnswerStatus.EMPTY)
-    return Extraction(AnswerStatus.OK, value, candidates[0][1])
+    first = candidates[0]
+    return Extraction(AnswerStatus.OK, first.text, first.source, first.value)
+
+
+def extract_answer(
+    text: str, *, max_chars: int = MAX_RESPONSE_CHARS, prose: bool = False
+) -> Extraction:
+    """The response's single answer (`candidate`, and its `value` when it is a number), or the
+    reason there is none. `prose=True` also reads a candidate that is a sentence holding exactly
+    one number ("My guess is 7."), as the games do.
+
+    Never raises on any `str` input; cost is bounded by `max_chars`.
+    """
+    return _extract(text, max_chars, prose)
 
 
 def extract_single_integer(
     text: str, *, max_chars: int = MAX_RESPONSE_CHARS
 ) -> tuple[int | None, AnswerStatus]:
-    """An integer the response commits to, for games ("7", "Answer: 7", "My guess is 7.").
+    """The integer a game reply commits to ("7", "seven", "Answer: 7", "My guess is 7.").
 
-    The strict extraction is tried first; if its candidate is not a number, a response that
-    contains exactly one number literal, an integer, is accepted too. Two or more numbers ("5 or 6")
-    give `(None, CONFLICTING)`; no number gives `(None, MALFORMED)`.
+    `extract_answer(text, prose=True)` must find exactly one value and it must be an integer
+    ("7.0" is 7). Several different numbers ("5 or 6", "3 then 4") give `(None, CONFLICTING)`;
+    no number, or one that is not an integer, gives `(None, MALFORMED)`.
     """
-    from llm_gym.grading.numeric import _PLAIN_INT, parse_number
-
-    if len(text) <= max_chars:  # fast path: a bare integer, as the rules below would read it
+    if len(text) <= max_chars:  # fast path: a bare ASCII integer, as the rules below read it
         stripped = text.strip()
         if _PLAIN_INT.fullmatch(stripped):
             return int(stripped), AnswerStatus.OK
-    extraction = extract_answer(text, max_chars=max_chars)
+    extraction = _extract(text, max_chars, prose=True)
     if not extraction.ok:
         return None, extraction.status
-    value = parse_number(extraction.candidate or "")
+    value = extraction.value
     if value is None:
-        literals = _INTEGER_LITERAL.findall(extraction.candidate or "")
-        if len(literals) != 1:
-            return None, AnswerStatus.CONFLICTING if literals else AnswerStatus.MALFORMED
-        value = parse_number(literals[0])
-    if value is None or value.denominator != 1:
+        several = len(_number_tokens(extraction.candidate or "")) > 1
+        return None, AnswerStatus.CONFLICTING if several else AnswerStatus.MALFORMED
+    if value.denominator != 1:
         return None, AnswerStatus.MALFORMED
     return int(value), AnswerStatus.OK
+
+
+# --- grading a numeric target ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Grade:
+    """Result of grading one response. `format_ok`: a single number was found; `correct`: it
+    equals the target; `status` says why not (an `AnswerStatus` value or "not_a_number")."""
+
+    correct: bool
+    format_ok: bool
+    status: str
+    value: Fraction | None = None
+
+
+_OK = AnswerStatus.OK.value
+
+
+def grade_numeric(
+    response: str, target: int | Fraction | str, *, max_chars: int = MAX_RESPONSE_CHARS
+) -> Grade:
+    """Grade `response` against `target` (an int, a Fraction, or a string `parse_number` reads)."""
+    if len(response) <= max_chars:  # fast path: a bare ASCII integer (what extraction reads)
+        stripped = response.strip()
+        if _PLAIN_INT.fullmatch(stripped) and type(target) is int:
+            value = int(stripped)
+            return Grade(value == target, True, _OK, Fraction(value))
+    if isinstance(target, str):
+        parsed_target = parse_number(target)
+        if parsed_target is None:
+            raise ValueError(f"grade_numeric: target {target!r} is not a number parse_number reads")
+        target = parsed_target
+    extraction = _extract(response, max_chars, prose=False)
+    if not extraction.ok:
+        return Grade(False, False, extraction.status.value)
+    if extraction.value is None:
+        return Grade(False, False, "not_a_number")
+    return Grade(extraction.value == target, True, _OK, extraction.value)
+
+
+# --- special tokens in sampled ids -------------------------------------------------------------
+# renderer -> (special ids that are not stops, the ids of "\n"); entries go with their renderer.
+_SPECIALS: "weakref.WeakKeyDictionary[Any, tuple[frozenset[int], list[int]]]" = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _specials_of(renderer: Any) -> tuple[frozenset[int], list[int]]:
+    try:
+        cached = _SPECIALS.get(renderer)
+    except TypeError:  # not weakly referenceable: compute each time
+        cached = None
+    if cached is not None:
+        return cached
+    tok = renderer.tokenizer
+    special = {int(i) for i in (getattr(tok, "all_special_ids", None) or ()) if isinstance(i, int)}
+    keep = {s for s in renderer.get_stop_sequences() if isinstance(s, int)}
+    keep |= {e for e in (getattr(renderer, "eos", None), getattr(tok, "eos_token_id", None))
+             if isinstance(e, int)}
+    try:
+        newline = list(tok.encode("\n", add_special_tokens=False))
+    except TypeError:
+        newline = list(tok.encode("\n"))
+    cached = (frozenset(special - keep), newline)
+    try:
+        _SPECIALS[renderer] = cached
+    except TypeError:
+        pass
+    return cached
+
+
+def separate_special_tokens(tokens: Sequence[int], renderer: Any) -> Sequence[int]:
+    """`tokens` with each special-token id that is not one of `renderer`'s stops (`<|pad|>`,
+    `<|im_start|>`, ...) replaced by the ids of a line break.
+
+    Renderers decode responses without special tokens, so "7<|pad|>5" would be read as 75; with
+    the break it is "7" and "5" on two lines, two answers. Pass the result to
+    `renderer.parse_response` (keep the original tokens for the observation). Returns `tokens`
+    itself when there is nothing to replace, and leaves ids it cannot hash alone."""
+    specials, newline = _specials_of(renderer)
+    try:
+        if not specials or specials.isdisjoint(tokens):
+            return tokens
+    except TypeError:
+        return tokens
+    out: list[int] = []
+    for t in tokens:
+        try:
+            hit = t in specials
+        except TypeError:
+            hit = False
+        if hit:
+            out += newline
+        else:
+            out.append(t)
+    return out

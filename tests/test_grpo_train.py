@@ -1,10 +1,11 @@
 """End-to-end GRPO (slow): a few real steps on llm/Math-v0 and the multi-turn llm/GuessNumber-v0,
-finite losses, gradients only through sampled tokens, and checkpoint -> resume reproducing an
-uninterrupted run's next steps exactly."""
+finite losses, gradients only through sampled tokens, checkpoint -> resume reproducing an
+uninterrupted run's next steps exactly, and an empty RL step after SFT leaving every weight as is."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import shutil
@@ -69,6 +70,78 @@ def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
     for step in (3, 4):
         for key in ("reward", "loss", "grad_norm", "entropy", "sampled_tokens", "lr"):
             assert resumed[step][key] == pytest.approx(full[step][key], rel=1e-5, abs=1e-6), (step, key)
+
+
+class _NoRewardEnv:
+    """Wraps an env: every episode ends after one turn with reward 0, so every group has
+    constant rewards and `remove_constant_reward_groups` leaves an RL step no datum."""
+
+    def __init__(self, env):
+        self.env = env
+
+    async def initial_observation(self):
+        return await self.env.initial_observation()
+
+    async def step(self, action, *, extra=None):
+        result = await self.env.step(action, extra=extra)
+        return dataclasses.replace(result, reward=0.0, episode_done=True, metrics={})
+
+
+class _NoRewardDataset:
+    def __init__(self, dataset):
+        self.dataset = dataset
+
+    def get_batch(self, index):
+        return [_NoRewardBuilder(b) for b in self.dataset.get_batch(index)]
+
+    def __len__(self):
+        return len(self.dataset)
+
+
+class _NoRewardBuilder:
+    def __init__(self, builder):
+        self.builder = builder
+
+    async def make_envs(self):
+        return [_NoRewardEnv(e) for e in await self.builder.make_envs()]
+
+    async def compute_group_rewards(self, trajectory_group, env_group):
+        return [(0.0, {}) for _ in trajectory_group]
+
+    async def cleanup(self):
+        await self.builder.cleanup()
+
+    def logging_tags(self):
+        return []
+
+
+def test_an_empty_rl_step_after_sft_changes_no_weight(tmp_path, monkeypatch):
+    """The SFT -> RL handover (issue 8, item 2): a first RL step with zero datums must leave the
+    warm-started weights exactly as SFT left them (SFT's leftover gradient is not applied)."""
+    from llm_gym import GymRLDataset
+    from trainers.grpo import trainer
+
+    after_sft = {}
+    real_run_sft = trainer.run_sft
+
+    def run_sft_and_remember(cfg, model, accelerator):
+        out = real_run_sft(cfg, model, accelerator)
+        after_sft.update({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return out
+
+    monkeypatch.setattr(trainer, "run_sft", run_sft_and_remember)
+    cfg = GRPOConfig(model="tiny", env="llm/Math-v0", env_kwargs={"digits": 1}, sft_steps=2,
+                     sft_batch_size=4, group_size=2, groups_per_batch=2, max_tokens=2,
+                     eval_problems=2, steps=1, output_dir=str(tmp_path), progress=False)
+    dataset = _NoRewardDataset(GymRLDataset("llm/Math-v0", batch_size=2, group_size=2, seed=0,
+                                            digits=1))
+    summary = trainer.train(cfg, dataset=dataset)
+    assert summary["sft_steps_run"] == 2
+    assert _train_records(cfg.run_dir)[1]["datums"] == 0
+    final = torch.load(cfg.run_dir / "checkpoints" / "step_000001" / "model_state.pt")
+    assert final.keys() == after_sft.keys()
+    changed = [k for k in final if not torch.equal(final[k], after_sft[k])]
+    assert changed == []
 
 
 def test_guess_number_multi_turn_trains_only_sampled_tokens(warm_model, tmp_path):

@@ -121,6 +121,26 @@ def test_loss_goes_down_quickly():
     assert model.training is False  # mode restored (build_tiny_model returns eval mode)
 
 
+def test_warm_start_leaves_no_gradient_for_the_next_optimizer():
+    """RL's fresh optimizer must not apply SFT's last gradient (issue 8, item 2)."""
+    model, _ = build_tiny_model(seed=0)
+    result = sft_warm_start(model, RENDERER, conversations(8), max_steps=2, batch_size=4,
+                            target_band=None)
+    assert result.steps == 2
+    assert all(p.grad is None for p in model.parameters())
+
+
+def test_progress_bar_shows_steps_and_validation_accuracy(capsys):
+    model, _ = build_tiny_model(seed=0)
+    eval_fn, _ = _scripted([0.0, 0.25])
+    sft_warm_start(model, RENDERER, conversations(8), max_steps=2, batch_size=4,
+                   eval_fn=eval_fn, eval_every=2, target_band=(0.35, 0.55), progress=True)
+    err = capsys.readouterr().err
+    assert "SFT" in err and "2/2" in err and "val_acc=0.25" in err
+    sft_warm_start(model, RENDERER, conversations(8), max_steps=1, batch_size=4, target_band=None)
+    assert capsys.readouterr().err == ""  # off by default
+
+
 def _scripted(accuracies):
     calls = []
 

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import difflib
 import json
+import os
 import math
 import sys
 from pathlib import Path
@@ -96,7 +97,9 @@ def config_from_args(argv: Sequence[str]) -> GRPOConfig:
 
 def _config_error(exc: Exception) -> int:
     message = " ".join(str(exc).splitlines())  # one line, whatever the message holds
-    print(f"llm-gym train: {message}", file=sys.stderr)
+    # Under `accelerate launch` every rank reaches the same verdict; one of them says it.
+    if os.environ.get("RANK", "0") == "0":
+        print(f"llm-gym train: {message}", file=sys.stderr)
     return 2
 
 

@@ -238,6 +238,7 @@ def sft_warm_start(
     seed: int = 0,
     device: str | torch.device | None = None,
     log_fn: Callable[[dict[str, Any]], None] | None = None,
+    progress: bool = False,
 ) -> SFTResult:
     """Train `model` in place on supervised examples until validation accuracy enters
     `target_band` (or `max_steps`), and return an `SFTResult`.
@@ -256,7 +257,10 @@ def sft_warm_start(
     is a band with no upper end). `target_band=None` trains for `max_steps` regardless.
 
     Minibatches are drawn without replacement from `np.random.default_rng(seed)` (reshuffled each
-    epoch); the model is left in the train/eval mode it came in.
+    epoch); the model is left in the train/eval mode it came in, with no gradients (`.grad` is
+    None), so an optimizer the caller makes next, e.g. RL's, starts from a clean slate instead of
+    applying SFT's last gradient. `progress` shows a tqdm bar of the steps, with the loss and the
+    last validation accuracy.
     """
     if max_steps < 0 or batch_size < 1 or eval_every < 1:
         raise ValueError(
@@ -316,10 +320,24 @@ def sft_warm_start(
             result.stopped_reason = "target_band" if high is None or accuracy <= high else "overshot"
         return True
 
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=max_steps, desc="SFT", disable=not progress, dynamic_ncols=True)
+
+    def checked(step: int) -> bool:
+        """`check`, saying on the bar that a check is running (it can take a while)."""
+        if eval_fn is None or low is None:
+            return False
+        bar.set_postfix_str("checking validation accuracy", refresh=True)
+        stop = check(step)
+        loss = "-" if result.final_loss is None else f"{result.final_loss:.3f}"
+        bar.set_postfix(loss=loss, val_acc=f"{result.accuracy:.2f}")
+        return stop
+
     order = rng.permutation(len(data))
     cursor = 0
     try:
-        if check(0):
+        if checked(0):
             return result
         model.train()
         for step in range(1, max_steps + 1):
@@ -344,14 +362,20 @@ def sft_warm_start(
             result.steps = step
             if log_fn is not None:
                 log_fn({"sft/step": step, "sft/loss": loss_value})
+            bar.update(1)
             if step % eval_every == 0 or step == max_steps:
                 model.eval()
-                stop = check(step)
+                stop = checked(step)
                 model.train()
                 if stop:
                     break
+            else:
+                bar.set_postfix(loss=f"{loss_value:.3f}", refresh=False)
         return result
     finally:
+        bar.close()
+        # SFT's last gradient must not leak into whatever trains the model next.
+        model.zero_grad(set_to_none=True)
         model.train(was_training)
         result.seconds = time.perf_counter() - started
 

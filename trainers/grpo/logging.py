@@ -3,15 +3,20 @@
 One JSON object per line, `{"step": N, "time": ..., <name>: value, ...}`; training steps log
 `reward`, `correct`, `loss`, `entropy`, `kl`, `clip_frac`, `grad_norm`, `tokens_per_s`,
 `step_seconds`, ...; evaluations log `eval/accuracy` (and `eval/reward`) at the step they ran.
-On resume the file is cut back to the checkpoint's step so the curve has no duplicates.
-Optional sinks are imported only when enabled and fail with the install command when missing.
+On resume the file is cut back to the checkpoint's step so the curve has no duplicates (also when
+`--resume` falls back to an older checkpoint), and a torn line (a crash in mid-write leaves a last
+line that is not JSON) is dropped with a warning instead of blocking the resume; `read_metrics`
+skips such a line too, so `llm-gym plot` works on a run that is still writing. Optional sinks
+are imported only when enabled and fail with the install command when missing.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -37,9 +42,11 @@ class MetricsLogger:
         if resume_step is None:
             self.path.write_text("")
         elif self.path.exists():
-            kept = [line for line in self.path.read_text().splitlines()
-                    if line.strip() and json.loads(line).get("step", 0) <= resume_step]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            kept = [line for line, record in _parse_lines(self.path, warn=True)
+                    if record.get("step", 0) <= resume_step]
+            tmp = self.path.with_name(self.path.name + ".tmp")
+            tmp.write_text("".join(line + "\n" for line in kept))
+            os.replace(tmp, self.path)  # a crash here leaves the old file, never half of it
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -86,7 +93,37 @@ def _jsonable(v: Any) -> Any:
 
 
 def read_metrics(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The records of `<run_dir>/metrics.jsonl`, skipping lines that are not JSON objects."""
     path = Path(run_dir) / "metrics.jsonl"
     if not path.exists():
         raise FileNotFoundError(f"{path} not found: is {str(run_dir)!r} a run directory of `llm-gym train`?")
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_records(path)
+
+
+def read_records(path: str | Path, warn: bool = False) -> list[dict[str, Any]]:
+    """The JSON-object lines of a `.jsonl` file (none if it is missing); other lines (a torn last
+    line) are skipped, with a warning naming the line when `warn`."""
+    path = Path(path)
+    return [record for _, record in _parse_lines(path, warn)] if path.exists() else []
+
+
+def _parse_lines(path: Path, warn: bool) -> list[tuple[str, dict[str, Any]]]:
+    """(line, record) for each line of `path` that is a JSON object; others are skipped (with a
+    warning naming the line when `warn`)."""
+    out = []
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            if warn:
+                where = "its torn last line" if number == len(lines) else f"line {number}"
+                warnings.warn(f"{path}: dropping {where}, which is not a JSON record: "
+                              f"{line[:60]!r}", stacklevel=3)
+            continue
+        out.append((line, record))
+    return out

@@ -16,6 +16,13 @@ One step, top to bottom (DESIGN.md, "Data flow of one training step"):
 `accelerate` places the model and runs data parallelism (DDP, gloo on CPU); the loss weights are
 normalised over the *global* batch, so 1 process or N, one micro-batch or many, the gradient is
 the same. `train(cfg)` returns the run summary also written to `<run_dir>/summary.json`.
+
+The run directory belongs to one run (`run_dir.plan_run_dir`, decided before any model is built): a new
+run into a directory that already holds one is refused unless `--overwrite`; `--resume` continues
+from the newest intact checkpoint (`checkpoint.latest_intact_checkpoint`) only when the config
+matches the run's `config.json` (fields named in `--resume-override` may change, and each resume is
+recorded in `resumes.jsonl`; `config.json` is never rewritten), and a finished run resumes as a
+no-op.
 """
 
 from __future__ import annotations
@@ -26,9 +33,10 @@ import copy
 import json
 import math
 import random
+import shlex
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -49,9 +57,17 @@ from trainers._trl_compat import (
     selective_log_softmax,
     unwrap_model_for_generation,
 )
-from trainers.grpo.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
+from trainers.grpo.checkpoint import load_checkpoint, save_checkpoint
 from trainers.grpo.config import ConfigError, GRPOConfig
 from trainers.grpo.logging import MetricsLogger
+from trainers.grpo.run_dir import (
+    SCHEDULE_FIELDS,
+    clear_run_files,
+    decided_on_main,
+    plan_run_dir,
+    record_resume,
+    retune_optimizer,
+)
 from trainers.grpo.losses import LossParams, policy_loss, token_weights
 from trainers.grpo.shared_prefix import (
     pack_micro_batches,
@@ -76,14 +92,23 @@ def trajectory_correct(traj) -> float:
     return float(sum(t.reward for t in traj.transitions) > 0)
 
 
-async def _rollout_groups(builders, policy, limits) -> list[TrajectoryGroup]:
-    groups = await asyncio.gather(*[do_group_rollout(b, policy, limits=limits) for b in builders])
+async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[TrajectoryGroup]:
+    async def counted(builder):
+        group = await do_group_rollout(builder, policy, limits=limits)
+        on_group_done()
+        return group
+
+    one = counted if on_group_done is not None else (
+        lambda b: do_group_rollout(b, policy, limits=limits))
+    groups = await asyncio.gather(*[one(b) for b in builders])
     return [g for g in groups if g is not None]
 
 
-def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = None) -> list[TrajectoryGroup]:
-    """Roll out all groups concurrently, so the sampler sees them as one batch."""
-    return asyncio.run(_rollout_groups(list(builders), policy, limits))
+def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = None,
+                   on_group_done: Callable[[], None] | None = None) -> list[TrajectoryGroup]:
+    """Roll out all groups concurrently, so the sampler sees them as one batch;
+    `on_group_done()` is called as each group finishes (for a progress bar)."""
+    return asyncio.run(_rollout_groups(list(builders), policy, limits, on_group_done))
 
 
 def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
@@ -292,19 +317,28 @@ def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: 
                      max_batch_size=max_batch_size, device=device, seed=seed)
 
 
-def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None) -> dict[str, float]:
+def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None,
+             desc: str = "eval") -> dict[str, float]:
     """Greedy accuracy and mean reward on `n_problems` held-out (`split="test"`) problems; ranks
-    split the problems and the counts are summed."""
+    split the problems and the counts are summed. With `cfg.progress` the main process shows a
+    progress bar of its problems, labelled `desc`."""
+    from tqdm.auto import tqdm
+
     n = n_problems or cfg.eval_problems
     builders = list(make_dataset(cfg, "test", n, 1, EVAL_SEED).get_batch(0))
     builders = builders[accelerator.process_index::accelerator.num_processes]
+    show = cfg.progress and accelerator.is_main_process
+    bar = tqdm(total=len(builders), desc=desc, unit="problem", leave=False, disable=not show,
+               dynamic_ncols=True)
     with unwrap_model_for_generation(model, accelerator) as policy_model:
         was_training = policy_model.training
         policy_model.eval()
         sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id, 0.0,
                                EVAL_SEED, max(len(builders), 1))
-        groups = rollout_groups(builders, sampler, RolloutLimits(max_turns=cfg.max_turns))
+        groups = rollout_groups(builders, sampler, RolloutLimits(max_turns=cfg.max_turns),
+                                on_group_done=(lambda: bar.update(1)) if show else None)
         policy_model.train(was_training)
+    bar.close()
     s = group_stats(groups)
     t = accelerator.reduce(torch.tensor([s["correct_sum"], s["reward_sum"], s["episodes"]],
                                         device=accelerator.device, dtype=torch.float64), "sum")
@@ -377,6 +411,14 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     accelerator = make_accelerator(cfg)
     is_main = accelerator.is_main_process
     run_dir = cfg.run_dir
+    # Before any model work: whose run directory is this, and where does this run start?
+    plan = decided_on_main(accelerator, lambda: plan_run_dir(cfg))
+    if plan.finished is not None:
+        if is_main:
+            print(f"--resume: {run_dir} already finished its {cfg.steps} steps; nothing to do "
+                  f"(summary: {run_dir / 'summary.json'}). To train it further, pass a larger "
+                  "--steps with --resume-override steps")
+        return plan.finished
     seed_everything(cfg.seed + accelerator.process_index)
 
     # --- model, tokenizer, reference ---------------------------------------------------------
@@ -390,21 +432,26 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     set_cpu_threads(cfg, model, accelerator)
     pad_id = int(getattr(env_tok, "pad_token_id", None) or 0)
 
-    ckpt = latest_checkpoint(run_dir) if cfg.resume else None
-    if cfg.resume and ckpt is None and is_main:
-        print(f"--resume: no checkpoint under {run_dir}/checkpoints; starting fresh")
+    ckpt = plan.checkpoint
     if is_main:
+        if plan.clear:  # --overwrite: nothing of the old run may remain next to the new one
+            clear_run_files(run_dir)
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
+        if ckpt is None:  # a new run: config.json is written once, never rewritten on resume
+            (run_dir / "config.json").write_text(json.dumps(cfg.to_dict(), indent=2, default=str))
     setup_seconds = time.monotonic() - t_start
 
     # --- SFT warm start (skipped when resuming: the checkpoint already holds the weights) -----
     summary: dict[str, Any] = {"env": cfg.env, "model": cfg.model, "loss": cfg.loss, "seed": cfg.seed}
     if ckpt is None:
         if cfg.sft_steps > 0:
-            summary["eval_before_sft"] = evaluate(cfg, model, accelerator, stop_ids, pad_id)["accuracy"]
+            summary["eval_before_sft"] = evaluate(cfg, model, accelerator, stop_ids, pad_id,
+                                                  desc="eval before SFT")["accuracy"]
             summary.update(run_sft(cfg, model, accelerator))
-        summary["eval_before_rl"] = evaluate(cfg, model, accelerator, stop_ids, pad_id)["accuracy"]
+        summary["eval_before_rl"] = evaluate(cfg, model, accelerator, stop_ids, pad_id,
+                                             desc="eval before RL")["accuracy"]
+    # The handover: SFT's last gradient must not be applied by RL's fresh optimizer.
+    model.zero_grad(set_to_none=True)
 
     if cfg.lora_r > 0:
         model = wrap_lora(model, cfg)
@@ -416,14 +463,28 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                                   weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
     start_step = 0
+    # The run's time over all of its segments (each invocation counted up to its last checkpoint;
+    # work lost after it is counted once, when redone), so a resumed run's summary reports the whole
+    # run, not its last segment. wall_seconds is everything after setup (evals, SFT, RL, saves);
+    # setup_seconds is model loading and the run-directory checks.
+    clock = {"wall_seconds": 0.0, "rl_seconds": 0.0, "setup_seconds": 0.0, "segments": 0}
+    already_finished = False
     if ckpt is not None:
         state = load_checkpoint(ckpt, model, optimizer, scheduler)
         start_step = int(state["extra"]["next_data_index"])
         summary.update(state["extra"].get("summary", {}))
+        clock.update(state["extra"].get("clock", {}))
+        # the final checkpoint was written but summary.json was not: only the summary is missing
+        already_finished = bool(state["extra"].get("finished")) and start_step >= cfg.steps
         if ref_model is not None and "ref_model" in state["extra"]:
             ref_model.load_state_dict(state["extra"]["ref_model"])
+        if SCHEDULE_FIELDS & set(plan.overrides):
+            retune_optimizer(optimizer, scheduler, cfg)
         if is_main:
-            print(f"resumed from {ckpt} at step {start_step}")
+            record_resume(run_dir, ckpt, start_step, plan.overrides)
+            changed = "".join(f"; {k}: {json.dumps(old)} -> {json.dumps(new)}"
+                              for k, (old, new) in plan.overrides.items())
+            print(f"resumed from {ckpt} at step {start_step}{changed}")
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     dataset = dataset or make_dataset(cfg, "train", cfg.groups_per_batch, cfg.group_size, cfg.seed)
     logger = MetricsLogger(run_dir, enabled=is_main, tensorboard=cfg.tensorboard,
@@ -439,9 +500,18 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                disable=not (is_main and cfg.progress), desc="GRPO", dynamic_ncols=True)
     limits = RolloutLimits(max_turns=cfg.max_turns)
     t_rl = time.monotonic()
+
+    def elapsed() -> dict[str, float]:
+        now = time.monotonic()
+        return {"wall_seconds": clock["wall_seconds"] + now - t_start - setup_seconds,
+                "rl_seconds": clock["rl_seconds"] + now - t_rl,
+                "setup_seconds": clock["setup_seconds"] + setup_seconds,
+                "segments": clock["segments"] + 1}
+
     step_metrics: dict[str, Any] = {}
     for step in bar:
         t0 = time.monotonic()
+        optimizer.zero_grad(set_to_none=True)  # this step's gradient only
         # 1. rollouts: all of this rank's groups at once, so the sampler batches them
         builders = list(dataset.get_batch(step))[accelerator.process_index::accelerator.num_processes]
         with unwrap_model_for_generation(model, accelerator) as policy_model:
@@ -463,7 +533,9 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
         grad_norm = accelerator.clip_grad_norm_(
             model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
-        optimizer.step()
+        if fb["datums"] == 0:  # an empty batch (a global count, so every rank agrees): its
+            optimizer.zero_grad(set_to_none=True)  # gradient is all zeros, on which Adam's
+        optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
 
@@ -483,28 +555,33 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         }
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-            ev = evaluate(cfg, model, accelerator, stop_ids, pad_id)
+            ev = evaluate(cfg, model, accelerator, stop_ids, pad_id, desc=f"eval at step {done}")
             step_metrics.update({"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
         logger.log(done, step_metrics)
         bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
                         loss=f"{fb['loss']:.3f}")
         if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
-            _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary)
+            _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
+                  elapsed())
     bar.close()
 
     # --- final eval, checkpoint, summary ------------------------------------------------------
-    ev = evaluate(cfg, model, accelerator, stop_ids, pad_id)
-    summary.update({
-        "eval_after_rl": ev["accuracy"], "eval_after_rl_reward": ev["reward"],
-        "eval_problems": ev["problems"], "steps": cfg.steps,
-        "rl_seconds": time.monotonic() - t_rl, "setup_seconds": setup_seconds,
-        "final_train_reward": step_metrics.get("reward"),
-    })
-    logger.log(cfg.steps, {"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
-    _save(cfg, accelerator, model, optimizer, scheduler, ref_model, cfg.steps, summary)
-    summary["wall_seconds"] = time.monotonic() - t_start - setup_seconds
+    if not already_finished:
+        ev = evaluate(cfg, model, accelerator, stop_ids, pad_id, desc="final eval")
+        summary.update({
+            "eval_after_rl": ev["accuracy"], "eval_after_rl_reward": ev["reward"],
+            "eval_problems": ev["problems"], "steps": cfg.steps,
+            "final_train_reward": step_metrics.get("reward"),
+        })
+        logger.log(cfg.steps, {"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
+        summary.update(elapsed())
+        _save(cfg, accelerator, model, optimizer, scheduler, ref_model, cfg.steps, summary,
+              {k: summary[k] for k in clock}, finished=True)
+    summary.update(elapsed())  # wall/rl/setup seconds and segments of the whole run (`clock`)
     if is_main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        print(f"run finished: results in {run_dir} (summary.json, metrics.jsonl, checkpoints/); "
+              f"plot the curves with: llm-gym plot {shlex.quote(str(run_dir))}")
     logger.close()
     accelerator.wait_for_everyone()
     return summary
@@ -529,10 +606,14 @@ def _quiet_libraries() -> None:
     warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
 
 
-def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summary) -> None:
+def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summary, clock,
+          finished: bool = False) -> None:
+    """Checkpoint `step` (main process). `clock`: the run's time so far, summed over segments;
+    `finished`: the final checkpoint, written after the final evaluation."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        extra = {"next_data_index": step, "summary": dict(summary)}
+        extra = {"next_data_index": step, "summary": dict(summary), "clock": dict(clock),
+                 "finished": finished}
         if ref_model is not None:
             extra["ref_model"] = ref_model.state_dict()
         save_checkpoint(cfg.run_dir, step, accelerator.unwrap_model(model), optimizer, scheduler, extra)
@@ -549,6 +630,7 @@ def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
         model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, max_steps=cfg.sft_steps,
         batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=tuple(cfg.sft_target_band),
         eval_max_tokens=cfg.max_tokens, seed=cfg.seed, device=accelerator.device,
+        progress=cfg.progress and accelerator.is_main_process,
     )
     return {"sft_steps_run": result.steps, "sft_stopped_reason": result.stopped_reason,
             "sft_val_accuracy": result.accuracy, "sft_seconds": result.seconds,

@@ -43,7 +43,7 @@ $(COOKBOOK_VENV)/.installed: pyproject.toml
 	touch $@
 
 test-cookbook: $(COOKBOOK_VENV)/.installed
-	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_adapter_tinker.py
+	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_adapter_tinker.py tests/conformance
 
 train: $(VENV)/.installed
 	$(VENV)/bin/llm-gym train $(TRAIN_ARGS)

@@ -8,6 +8,7 @@ from llm_gym.rl.data_processing import (
     remove_constant_reward_groups,
     trajectory_to_data,
 )
+from llm_gym.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
 from llm_gym.rl.problem_env import ProblemEnv, ProblemGroupBuilder
 from llm_gym.rl.rollout_strategy import (
     FailFast,
@@ -37,8 +38,8 @@ from llm_gym.rl.types import (
 )
 
 __all__ = [
-    "Action", "ActionExtra", "Datum", "Env", "EnvGroupBuilder", "FailFast", "Logprobs", "Logs",
-    "Metrics", "MinViableGroup", "Observation", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
+    "Action", "ActionExtra", "Datum", "Env", "EnvFromMessageEnv", "EnvGroupBuilder", "FailFast", "Logprobs", "Logs",
+    "MessageEnv", "MessageStepResult", "Metrics", "MinViableGroup", "Observation", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
     "RLDatasetBuilder", "RetryOnFailure", "RolloutBudgetExhausted", "RolloutError",
     "RolloutLimits", "RolloutResult", "RolloutStrategy", "StepResult", "StopCondition",
     "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",

@@ -1,0 +1,212 @@
+"""Message-level environments (`MessageEnv`) and their token-level adapter (`EnvFromMessageEnv`).
+
+Names and semantics follow the Tinker cookbook's `tinker_cookbook.rl.message_env`: a `MessageEnv`
+sees whole chat messages (`list[Message]` in, one assistant `Message` per step) and never touches
+tokens; `EnvFromMessageEnv(renderer, message_env)` renders its conversation into observations,
+parses sampled tokens back into a message, and turns the failure cases into defined rewards:
+
+* the sampler stopped on `length` (`extra["stop_reason"] == "length"`): `context_overflow_reward`,
+  episode over, metrics `max_tokens_reached` and `stop/max_tokens` (or, with
+  `terminate_on_length=False`, the truncated turn is kept when the env supports
+  `observe_truncated_response`);
+* the response did not parse cleanly (no stop sequence / EOS): `failed_parse_reward`, metric
+  `parse_error` (and `stop/parse_error` when `terminate_on_parse_error` ends the episode);
+* the next prompt plus `max_generation_tokens` would exceed `max_trajectory_tokens`:
+  `context_overflow_reward`, episode over, metrics `context_overflow` and `stop/context_overflow`.
+
+Not here yet: the cookbook's `parse_error_policy` / `rollout_limits` arguments (they belong to its
+rollout-runner machinery, `rl.rollout_limits`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+from llm_gym.completers import StopCondition
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers import Message, Renderer
+from llm_gym.rl import types
+
+STOP_METRIC_PREFIX = "stop/"
+_STOP_MAX_TOKENS = f"{STOP_METRIC_PREFIX}max_tokens"
+_STOP_CONTEXT_OVERFLOW = f"{STOP_METRIC_PREFIX}context_overflow"
+_STOP_PARSE_ERROR = f"{STOP_METRIC_PREFIX}parse_error"
+
+
+@dataclass(frozen=True)
+class _InitialObservationOverflow:
+    reward: float
+    metrics: types.Metrics = field(default_factory=dict)
+    logs: types.Logs = field(default_factory=dict)
+
+
+# The cookbook's sentinel for "the prompt alone is over budget"; llm_gym's own once types has one.
+InitialObservationOverflow = getattr(types, "InitialObservationOverflow", _InitialObservationOverflow)
+
+
+@dataclass
+class MessageStepResult:
+    """What `MessageEnv.step` returns: reward, whether the episode ended, the whole conversation
+    so far (`next_messages`, rendered into the next observation), and an optional stop override."""
+
+    reward: float
+    episode_done: bool
+    next_messages: list[Message]
+    metrics: dict[str, float] = field(default_factory=dict)
+    logs: types.Logs = field(default_factory=dict)
+    next_stop_condition: StopCondition | None = None
+
+
+class MessageEnv(ABC):
+    """An episode at the level of chat messages. Single-use, like `Env`."""
+
+    @abstractmethod
+    async def initial_observation(self) -> list[Message]:
+        """The conversation the policy answers first."""
+
+    @abstractmethod
+    async def step(self, message: Message) -> MessageStepResult:
+        """Take the policy's (cleanly parsed) assistant message; return reward and next state."""
+
+    async def observe_truncated_response(self, message: Message) -> list[Message] | None:
+        """Record a response cut off by the per-turn token cap and return the updated conversation,
+        or None (the default) when this env cannot, so the episode ends as on any `length` stop."""
+        return None
+
+    async def add_messages(self, messages: list[Message]) -> list[Message] | None:
+        """Append externally injected messages; None (the default) when not supported."""
+        return None
+
+
+class EnvFromMessageEnv(types.Env):
+    """A token-level `Env` driving a `MessageEnv` through `renderer` (see the module docstring)."""
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        message_env: MessageEnv,
+        failed_parse_reward: float = -1.0,
+        terminate_on_parse_error: bool = True,
+        max_trajectory_tokens: int | None = None,
+        max_generation_tokens: int | None = None,
+        context_overflow_reward: float = -0.1,
+        terminate_on_length: bool = True,
+    ):
+        self.renderer = renderer
+        self.message_env = message_env
+        self.failed_parse_reward = failed_parse_reward
+        self.terminate_on_parse_error = terminate_on_parse_error
+        self.max_trajectory_tokens = max_trajectory_tokens
+        self.max_generation_tokens = max_generation_tokens
+        self.context_overflow_reward = context_overflow_reward
+        self.terminate_on_length = terminate_on_length
+        self._base_stop_condition = renderer.get_stop_sequences()
+        self.example_id: str | None = getattr(message_env, "example_id", None)
+
+    async def _render(self, messages: list[Message]) -> ModelInput:
+        # Tokenising a long conversation is CPU work; a thread keeps other rollouts running.
+        return await asyncio.to_thread(self.renderer.build_generation_prompt, messages)
+
+    def _exceeds_context_limit(self, observation_length: int) -> bool:
+        if self.max_trajectory_tokens is None:
+            return False
+        return observation_length + (self.max_generation_tokens or 0) > self.max_trajectory_tokens
+
+    def _end(self, reward: float, metrics: types.Metrics, logs: types.Logs | None = None) -> types.StepResult:
+        return types.StepResult(
+            reward=reward,
+            episode_done=True,
+            next_observation=ModelInput.empty(),
+            next_stop_condition=self._base_stop_condition,
+            metrics=metrics,
+            logs=logs or {},
+        )
+
+    async def initial_observation(self):
+        messages = await self.message_env.initial_observation()
+        model_input = await self._render(messages)
+        if self._exceeds_context_limit(model_input.length):
+            reserve = self.max_generation_tokens or 0
+            return InitialObservationOverflow(
+                reward=self.context_overflow_reward,
+                metrics={"max_tokens_reached": 1.0, _STOP_MAX_TOKENS: 1.0},
+                logs={
+                    "initial_observation_overflow": (
+                        f"Initial observation ({model_input.length} tokens) + max_generation_tokens "
+                        f"({reserve}) = {model_input.length + reserve} exceeds max_trajectory_tokens "
+                        f"({self.max_trajectory_tokens}). This task's prompt is too long for the "
+                        "model's context window."
+                    )
+                },
+            )
+        return model_input, self._base_stop_condition
+
+    async def step(self, action: types.Action, *, extra: types.ActionExtra | None = None) -> types.StepResult:
+        if (extra or {}).get("stop_reason", "stop") == "length":
+            if not self.terminate_on_length:
+                continued = await self._continue_after_truncation(action)
+                if continued is not None:
+                    return continued
+            return self._end(self.context_overflow_reward, {"max_tokens_reached": 1.0, _STOP_MAX_TOKENS: 1.0})
+
+        message, termination = self.renderer.parse_response(action)
+        if not termination.is_clean:
+            metrics: types.Metrics = {"parse_error": 1.0}
+            if self.terminate_on_parse_error:
+                metrics[_STOP_PARSE_ERROR] = 1.0
+            return types.StepResult(
+                reward=self.failed_parse_reward,
+                episode_done=self.terminate_on_parse_error,
+                next_observation=ModelInput.empty(),
+                next_stop_condition=self._base_stop_condition,
+                metrics=metrics,
+            )
+
+        msg_step = await self.message_env.step(message)
+        next_observation = await self._render(msg_step.next_messages)
+        # Only a continuing episode needs room for another sample; a finished one keeps its reward.
+        if not msg_step.episode_done and self._exceeds_context_limit(next_observation.length):
+            return self._end(
+                self.context_overflow_reward,
+                {**msg_step.metrics, "context_overflow": 1.0, _STOP_CONTEXT_OVERFLOW: 1.0},
+                msg_step.logs,
+            )
+        return types.StepResult(
+            reward=msg_step.reward,
+            episode_done=msg_step.episode_done,
+            next_observation=next_observation,
+            next_stop_condition=msg_step.next_stop_condition or self._base_stop_condition,
+            metrics=msg_step.metrics,
+            logs=msg_step.logs,
+        )
+
+    async def _continue_after_truncation(self, action: types.Action) -> types.StepResult | None:
+        message, _ = self.renderer.parse_response(action)  # a cut-off turn rarely parses cleanly
+        updated = await self.message_env.observe_truncated_response(message)
+        if updated is None:
+            return None
+        next_observation = await self._render(updated)
+        if self._exceeds_context_limit(next_observation.length):
+            return self._end(self.context_overflow_reward, {"context_overflow": 1.0, _STOP_CONTEXT_OVERFLOW: 1.0})
+        return types.StepResult(
+            reward=0.0,
+            episode_done=False,
+            next_observation=next_observation,
+            next_stop_condition=self._base_stop_condition,
+            logs={"truncated_turn": "sampling stopped on 'length'; turn kept, episode continues"},
+        )
+
+    async def inject_messages(self, messages: list[Message]) -> tuple[ModelInput, StopCondition]:
+        """Append messages through `MessageEnv.add_messages` and return the re-rendered prompt."""
+        updated = await self.message_env.add_messages(messages)
+        if updated is None:
+            raise TypeError(
+                f"{type(self.message_env).__name__} does not support message injection "
+                "(add_messages returned None); implement MessageEnv.add_messages"
+            )
+        return await self._render(updated), self._base_stop_condition
+
+
+__all__ = ["EnvFromMessageEnv", "InitialObservationOverflow", "MessageEnv", "MessageStepResult"]

@@ -183,7 +183,7 @@ def test_role_colon_renderer_and_format_coef():
     assert src.reward_range == (-0.5, 1.0)
     env = src.make_env(np.random.default_rng(0))
     ob, gold = run_episode(env, TOK.encode(" " + env.get_reference_response() + "\n\nUser:"))
-    assert TOK.decode(ob.to_ints()).startswith("User:") and gold.reward == 1.0
+    assert TOK.decode(ob.to_ints()).startswith("<|bos|>User:") and gold.reward == 1.0
     env = src.make_env(np.random.default_rng(0))
     _, bad = run_episode(env, TOK.encode(" no idea\n\nUser:"))
     assert bad.reward == pytest.approx(-0.5)

@@ -51,15 +51,15 @@ def _step(env, tokens):
         ("6", [IM_END], 0.0, 1.0, 0.0),  # wrong, well formed
         ("5", [], 0.9, 0.0, 1.0),  # right but truncated (no stop): loses format_coef
         ("five", [IM_END], -0.1, 0.0, 0.0),  # fails check_format, wrong
-        ("5", [EOS], 1.0, 1.0, 1.0),  # EOS is a clean end by default
+        ("5", [EOS], 0.9, 0.0, 1.0),  # EOS is not the stop sequence: no format credit by default
     ],
 )
 def test_reward_formula_and_metrics(reply, end, reward, fmt, correct):
     env = AddEnv(ChatMLRenderer(TOK))
     result = _step(env, TOK.encode(reply) + end)
     assert result.reward == pytest.approx(reward)
-    # grading is bounded by default; grader_timeout is its 0/1 metric
-    assert result.metrics == {"format": fmt, "correct": correct, "grader_timeout": 0.0}
+    # grading is bounded by default, but its grader_timeout metric appears only on a timeout
+    assert result.metrics == {"format": fmt, "correct": correct}
     unbounded = _step(AddEnv(ChatMLRenderer(TOK), grader_timeout_s=None), TOK.encode(reply) + end)
     assert unbounded.metrics == {"format": fmt, "correct": correct}  # the cookbook's metrics
     assert unbounded.reward == result.reward
@@ -74,10 +74,14 @@ def test_format_coef_scales_the_penalty():
     assert _step(env, TOK.encode("9")).reward == pytest.approx(-0.5)
 
 
-def test_require_stop_sequence_for_format_is_the_cookbook_strict_mode():
-    env = AddEnv(ChatMLRenderer(TOK), require_stop_sequence_for_format=True)
+def test_require_stop_sequence_for_format_is_the_cookbook_strict_default():
+    assert AddEnv(ChatMLRenderer(TOK)).require_stop_sequence_for_format is True
+    env = AddEnv(ChatMLRenderer(TOK))
     assert _step(env, TOK.encode("5") + [EOS]).metrics["format"] == 0.0
     assert _step(env, TOK.encode("5") + [IM_END]).metrics["format"] == 1.0
+    lenient = AddEnv(ChatMLRenderer(TOK), require_stop_sequence_for_format=False)
+    assert _step(lenient, TOK.encode("5") + [EOS]).metrics["format"] == 1.0  # any clean end
+    assert _step(lenient, TOK.encode("5")).metrics["format"] == 0.0  # truncated: MALFORMED
 
 
 def test_initial_observation_uses_convo_prefix_and_renderer():
@@ -95,9 +99,11 @@ def test_role_colon_problem_env():
     renderer = RoleColonRenderer(TOK)
     env = AddEnv(renderer)
     ob, stop = asyncio.run(env.initial_observation())
-    assert TOK.decode(ob.to_ints()) == "User: What is 2+3?\n\nAssistant:"
+    assert TOK.decode(ob.to_ints()) == "<|bos|>User: What is 2+3?\n\nAssistant:"
     assert stop == ["\n\nUser:"]
     assert _step(env, TOK.encode(" 5\n\nUser:")).reward == 1.0
+    assert _step(env, TOK.encode(" 5") + [EOS]).reward == pytest.approx(0.9)  # EOS, not the stop
+    assert _step(env, TOK.encode(" 5\n\nUser:") + [EOS]).reward == pytest.approx(0.9)  # MALFORMED
 
 
 def test_hanging_grader_gets_a_defined_reward_with_grader_timeout():
@@ -110,7 +116,7 @@ def test_hanging_grader_gets_a_defined_reward_with_grader_timeout():
 def test_grader_timeout_does_not_change_prompt_graders():
     env = AddEnv(ChatMLRenderer(TOK), grader_timeout_s=5.0)
     result = _step(env, TOK.encode("5") + [IM_END])
-    assert result.reward == 1.0 and result.metrics["grader_timeout"] == 0.0
+    assert result.reward == 1.0 and "grader_timeout" not in result.metrics
 
 
 def test_grader_exception_propagates_through_the_thread():

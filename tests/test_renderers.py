@@ -40,9 +40,9 @@ CONVERSATIONS = [
 # (renderer name, tokenizer kind, text the weighted span decodes to, given the final content)
 CASES = [
     ("chatml", "byte", lambda c: c + "<|im_end|>"),
-    ("role_colon", "byte", lambda c: " " + c + "\n\n"),
+    ("role_colon", "byte", lambda c: " " + c + "\n\nUser:"),  # the stop overlap is trained
     ("chatml", "hf", lambda c: c + "<|im_end|>"),
-    ("role_colon", "hf", lambda c: " " + c + "\n\n"),
+    ("role_colon", "hf", lambda c: " " + c + "\n\nUser:"),
     ("chat_template", "hf", lambda c: c + "<|im_end|>"),
 ]
 
@@ -86,11 +86,8 @@ def test_prompt_is_prefix_and_weights_cover_exactly_the_final_turn(make, name, k
     assert tok.decode(full[start:end], skip_special_tokens=False) == expected(messages[-1]["content"])
     # Sampling then parsing the trained span gives back the assistant message, cleanly ended.
     parsed, term = renderer.parse_response(full[start:end])
-    if name == "role_colon":  # its stop text "\n\nUser:" runs into the next header
-        assert parsed["content"] == messages[-1]["content"].strip()
-    else:
-        assert parsed["content"] == messages[-1]["content"]
-        assert term is ParseTermination.STOP_SEQUENCE
+    assert parsed["content"] == messages[-1]["content"]
+    assert term is ParseTermination.STOP_SEQUENCE
 
 
 @pytest.mark.parametrize("name,kind,expected", CASES, ids=[f"{n}-{k}" for n, k, _ in CASES])
@@ -101,9 +98,10 @@ def test_all_assistant_messages_trains_every_assistant_turn(make, name, kind, ex
     full = full_mi.to_ints()
     runs = _runs(weights)
     assistant = [m["content"] for m in messages if m["role"] == "assistant"]
-    assert [tok.decode(full[a:b], skip_special_tokens=False) for a, b in runs] == [
-        expected(c) for c in assistant
-    ]
+    wanted = [expected(c) for c in assistant]
+    if name == "role_colon":  # only the last message gets the stop overlap "User:"
+        wanted = [w.removesuffix("User:") for w in wanted[:-1]] + wanted[-1:]
+    assert [tok.decode(full[a:b], skip_special_tokens=False) for a, b in runs] == wanted
     # and each run starts where the generation prompt for the messages before it ends
     idx = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     for (a, _), i in zip(runs, idx):
@@ -160,7 +158,11 @@ def test_prefill_and_generation_prompt_layout(byte_tokenizer):
     pre = r.build_generation_prompt(msgs, prefill="The")
     assert pre.to_ints() == prompt.to_ints() + byte_tokenizer.encode("The")
     rc = RoleColonRenderer(byte_tokenizer)
-    assert byte_tokenizer.decode(rc.build_generation_prompt(msgs).to_ints()) == "User: hi\n\nAssistant:"
+    assert byte_tokenizer.decode(rc.build_generation_prompt(msgs).to_ints()) == "<|bos|>User: hi\n\nAssistant:"
+    assert rc.build_generation_prompt(msgs).to_ints()[0] == byte_tokenizer.bos_token_id  # the id
+    # the cookbook appends prefill as is (no space added)
+    assert rc.build_generation_prompt(msgs, prefill="x").to_ints() == (
+        rc.build_generation_prompt(msgs).to_ints() + byte_tokenizer.encode("x"))
 
 
 def test_stop_sequences(byte_tokenizer, hf_chat_tokenizer):
@@ -179,8 +181,9 @@ def test_chatml_parse_response(byte_tokenizer):
     assert r.parse_response(t.encode("42") + [258, 260]) == (
         {"role": "assistant", "content": "42"}, ParseTermination.EOS)
     assert r.parse_response(t.encode("4") + [260, 258])[1] is ParseTermination.STOP_SEQUENCE
-    assert r.parse_response(t.encode("42")) == ({"role": "assistant", "content": "42"}, ParseTermination.LENGTH)
-    assert r.parse_response([]) == ({"role": "assistant", "content": ""}, ParseTermination.LENGTH)
+    # no stop: truncated, which the cookbook calls MALFORMED
+    assert r.parse_response(t.encode("42")) == ({"role": "assistant", "content": "42"}, ParseTermination.MALFORMED)
+    assert r.parse_response([]) == ({"role": "assistant", "content": ""}, ParseTermination.MALFORMED)
     msg, term = r.parse_response([0xFF] + t.encode("4") + [260])
     assert (msg["content"], term) == ("\ufffd4", ParseTermination.STOP_SEQUENCE)
     msg, term = r.parse_response([9999, 52, -3, 260])
@@ -191,12 +194,20 @@ def test_chatml_parse_response(byte_tokenizer):
 
 def test_role_colon_parse_response(byte_tokenizer):
     r, t = RoleColonRenderer(byte_tokenizer), byte_tokenizer
-    assert r.parse_response(t.encode(" 42\n\nUser: next")) == (
-        {"role": "assistant", "content": "42"}, ParseTermination.STOP_SEQUENCE)
+    S, M, E = ParseTermination.STOP_SEQUENCE, ParseTermination.MALFORMED, ParseTermination.EOS
+    assert r.parse_response(t.encode(" 42\n\nUser: next")) == ({"role": "assistant", "content": "42"}, S)
+    assert r.parse_response(t.encode(" 42\n\n") + [258]) == ({"role": "assistant", "content": "42"}, E)
+    # whitespace inside the content is kept; only the " " prefix and "\n\n" suffix go
+    assert r.parse_response(t.encode("  4 2 \n\n\n\nUser:")) == ({"role": "assistant", "content": " 4 2 "}, S)
+    # a mid-response EOS is not an end: it stays in the content, and the reply never ended
     assert r.parse_response(t.encode(" 42") + [258] + t.encode("x")) == (
-        {"role": "assistant", "content": "42"}, ParseTermination.EOS)
-    assert r.parse_response(t.encode(" 42"))[1] is ParseTermination.LENGTH
-    assert r.parse_response([300] + t.encode(" 4"))[1] is ParseTermination.MALFORMED
+        {"role": "assistant", "content": "42<|eos|>x"}, M)
+    assert r.parse_response(t.encode(" 4") + [259] + t.encode("2\n\nUser:"))[0]["content"] == "4<|im_start|>2"
+    assert r.parse_response(t.encode(" 42"))[1] is M  # truncated
+    assert r.parse_response(t.encode(" 42\n\nUser:") + [258])[1] is M  # stop, then EOS
+    assert r.parse_response(t.encode(" 4\n\nUser: 2\n\nUser:"))[1] is M  # two delimiters
+    assert r.parse_response([])[1] is M and r.parse_response([258]) == ({"role": "assistant", "content": ""}, E)
+    assert r.parse_response([300] + t.encode(" 4\n\nUser:"))[1] is M  # out of vocabulary
 
 
 def test_chat_template_parse_response(hf_chat_tokenizer):
@@ -207,7 +218,7 @@ def test_chat_template_parse_response(hf_chat_tokenizer):
     assert r.parse_response(body + [im_end, 5]) == (
         {"role": "assistant", "content": "The answer is 4."}, ParseTermination.STOP_SEQUENCE)
     assert r.parse_response(body + [eos])[1] is ParseTermination.EOS
-    assert r.parse_response(body)[1] is ParseTermination.LENGTH
+    assert r.parse_response(body)[1] is ParseTermination.MALFORMED
     assert r.parse_response(body + [len(tok) + 7, im_end])[1] is ParseTermination.MALFORMED
 
 
@@ -220,8 +231,9 @@ def test_chat_template_eos_that_is_the_end_of_turn_counts_as_stop_sequence(hf_ch
 
 
 def test_parse_termination_is_cookbook_compatible():
-    assert ParseTermination.STOP_SEQUENCE and ParseTermination.EOS
-    assert not ParseTermination.LENGTH and not ParseTermination.MALFORMED
+    assert [m.value for m in ParseTermination] == ["stop_sequence", "eos", "malformed"]
+    assert all(bool(m) for m in ParseTermination)  # a str enum: every member is truthy
+    assert not ParseTermination.MALFORMED.is_clean and not ParseTermination.MALFORMED.is_stop_sequence
     assert ParseTermination.EOS.is_clean and not ParseTermination.EOS.is_stop_sequence
     assert ParseTermination.STOP_SEQUENCE.is_stop_sequence
     assert ParseTermination.EOS == "eos" and str(ParseTermination.MALFORMED) == "malformed"
@@ -311,3 +323,103 @@ def test_renderer_message_completer_with_a_cookbook_style_completer(byte_tokeniz
 
     completer = RendererMessageCompleter(CookbookCompleter(), ChatMLRenderer(byte_tokenizer))
     assert asyncio.run(completer([Message(role="user", content="hi")]))["content"] == "ok"
+
+
+def test_train_on_what_has_the_cookbooks_seven_modes(byte_tokenizer):
+    assert [m.value for m in TrainOnWhat] == [
+        "last_assistant_message", "last_assistant_turn", "all_assistant_messages", "all_messages",
+        "all_tokens", "all_user_and_system_messages", "customized"]
+    r, t = RoleColonRenderer(byte_tokenizer), byte_tokenizer
+    convo = CONVERSATIONS[1]
+
+    def trained_text(what, messages=convo):
+        full, w = r.build_supervised_example(messages, what)
+        return t.decode([tok for tok, x in zip(full.to_ints(), w) if x], skip_special_tokens=False)
+
+    assert trained_text(TrainOnWhat.LAST_ASSISTANT_TURN) == " The answer is 42 again!\n(still)\n\nUser:"
+    assert trained_text(TrainOnWhat.ALL_USER_AND_SYSTEM_MESSAGES).startswith(" You are a helpful")
+    assert trained_text(TrainOnWhat.ALL_TOKENS).startswith("System:")  # headers too, not the BOS
+    assert trained_text(TrainOnWhat.ALL_MESSAGES) == trained_text(TrainOnWhat.ALL_TOKENS).replace(
+        "System:", "").replace("User:", "", 2).replace("Assistant:", "")
+    flagged = [dict(m, trainable=i == 0) for i, m in enumerate(convo)]
+    assert trained_text(TrainOnWhat.CUSTOMIZED, flagged) == " " + convo[0]["content"] + "\n\n"
+    with pytest.raises(ValueError, match="trainable"):
+        r.build_supervised_example(flagged)
+    with pytest.raises(ValueError, match="trainable"):
+        r.build_supervised_example(convo, TrainOnWhat.CUSTOMIZED)
+    # LAST_ASSISTANT_MESSAGE trains nothing when the conversation ends with a user message
+    assert trained_text(TrainOnWhat.LAST_ASSISTANT_MESSAGE, convo[:-1]) == ""
+
+
+def test_build_supervised_examples_and_extension_property(byte_tokenizer, hf_chat_tokenizer):
+    convo = CONVERSATIONS[1]
+    for r in (RoleColonRenderer(byte_tokenizer), ChatMLRenderer(byte_tokenizer)):
+        assert r.has_extension_property
+        assert r.build_supervised_examples(convo) == [
+            r.build_supervised_example(convo, TrainOnWhat.LAST_ASSISTANT_TURN)]
+    ct = ChatTemplateRenderer(hf_chat_tokenizer)
+    assert not ct.has_extension_property
+    examples = ct.build_supervised_examples(convo, TrainOnWhat.ALL_ASSISTANT_MESSAGES)
+    assert [ex[0].length for ex in examples] == [
+        ct.build_supervised_example(convo[: i + 1])[0].length for i in (2, 4)]
+    with pytest.raises(NotImplementedError, match="extension property"):
+        ct.build_supervised_examples(convo, TrainOnWhat.ALL_TOKENS)
+
+
+def test_render_message_is_the_cookbooks_layout(byte_tokenizer):
+    from llm_gym.renderers import RenderContext, RenderedMessage
+
+    r, t = RoleColonRenderer(byte_tokenizer), byte_tokenizer
+    out = r.render_message(Message(role="assistant", content="hi"), RenderContext(idx=1, is_last=True))
+    assert isinstance(out, RenderedMessage)
+    assert [t.decode(c.tokens) for c in (out.header, *out.output, out.stop_overlap)] == [
+        "Assistant:", " hi\n\n", "User:"]
+    with pytest.raises(NotImplementedError, match="render_message"):
+        ChatMLRenderer(byte_tokenizer).render_message(Message(role="user", content="x"), RenderContext(0, True))
+
+
+def test_renderer_registry(byte_tokenizer):
+    from llm_gym.renderers import (
+        get_registered_renderer_names,
+        is_renderer_registered,
+        register_renderer,
+        unregister_renderer,
+    )
+
+    seen = []
+
+    def factory(tokenizer, image_processor=None):
+        seen.append(image_processor)
+        return RoleColonRenderer(tokenizer)
+
+    assert not is_renderer_registered("Test/mine")
+    register_renderer("Test/mine", factory)
+    try:
+        assert is_renderer_registered("Test/mine") and "Test/mine" in get_registered_renderer_names()
+        assert isinstance(get_renderer("Test/mine", byte_tokenizer), RoleColonRenderer) and seen == [None]
+    finally:
+        assert unregister_renderer("Test/mine") and not unregister_renderer("Test/mine")
+    with pytest.raises(ValueError, match="register_renderer"):
+        get_renderer("Test/mine", byte_tokenizer)
+
+
+def test_renderers_pickle(byte_tokenizer, hf_chat_tokenizer):
+    import pickle
+
+    msgs = CONVERSATIONS[1][:-1]
+    for r in (ChatMLRenderer(byte_tokenizer), RoleColonRenderer(byte_tokenizer),
+              RoleColonRenderer(hf_chat_tokenizer), ChatTemplateRenderer(hf_chat_tokenizer)):
+        copy_ = pickle.loads(pickle.dumps(r))
+        assert type(copy_) is type(r)
+        assert copy_.build_generation_prompt(msgs) == r.build_generation_prompt(msgs)
+
+
+def test_tool_and_part_types_are_importable():
+    from llm_gym.renderers import TextPart, ThinkingPart, ToolCall, ToolSpec, UnparsedToolCall
+
+    call = ToolCall(function=ToolCall.FunctionBody(name="f", arguments="{}"), id="c1")
+    assert call.type == "function" and call.function.name == "f"
+    assert UnparsedToolCall(raw_text="x", error="bad").error == "bad"
+    assert TextPart(type="text", text="a")["text"] == "a"
+    assert ThinkingPart(type="thinking", thinking="b")["thinking"] == "b"
+    assert ToolSpec(name="f", description="d", parameters={})["name"] == "f"

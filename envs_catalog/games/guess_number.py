@@ -120,11 +120,14 @@ class GuessNumberEnv(Env):
             separate_special_tokens(action, self.renderer)
         )
         text = str(message.get("content", ""))
-        guess, status = extract_single_integer(text) if termination else (None, termination.value)
+        clean = termination.is_clean
+        guess, status = extract_single_integer(text) if clean else (None, termination.value)
         logs = {"response": text, "secret": self.secret, "guess_status": str(getattr(status, "value", status))}
         valid = guess is not None and 1 <= guess <= self.max_number
         metrics: dict[str, float | int] = {"invalid": float(not valid)}
-        if termination is ParseTermination.MALFORMED:
+        # Ids outside the vocabulary cannot be appended to the transcript: end the game. Any other
+        # unclean reply (truncated, say) is an invalid turn, and the game goes on.
+        if termination is ParseTermination.MALFORMED and self.renderer.has_invalid_ids(action):
             self._invalid_turns += 1
             return self._finish(-self.invalid_penalty, "malformed_tokens", metrics, logs)
         if not valid:

@@ -115,8 +115,10 @@ def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[i
     inside the reply read as line breaks, so "5<|pad|>9" names two cells, not cell 59."""
     message, termination = renderer.parse_response(separate_special_tokens(action, renderer))
     text = str(message.get("content", ""))
-    if not termination:
-        return None, termination.value, text
+    if not termination.is_clean:
+        # "length": readable ids but no clean end (the sampler stops at the first stop, so in
+        # practice a truncated reply); "malformed": ids outside the vocabulary.
+        return None, "malformed" if renderer.has_invalid_ids(action) else "length", text
     cell, status = extract_single_integer(text)
     if cell is None:
         return None, status.value, text

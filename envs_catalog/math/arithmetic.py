@@ -4,7 +4,8 @@ A task is an integer expression such as "23+45=" drawn from the source's generat
 graded by `llm_gym.grading.grade_numeric` under the answer policy in `llm_gym.grading`'s docstring
 (a bare number, `\\boxed{}` or an `Answer:` line; a reply showing two different answers in any form
 gets no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
-`format_coef * (format_ok - 1) + correct`; a truncated response is not well formed but is still
+`format_coef * (format_ok - 1) + correct`; a response that does not end on the renderer's end of
+turn (truncated, or ended by EOS: `ProblemEnv`'s strict default) is not well formed but is still
 graded (0.9 when its number is right). Special tokens sampled inside the response are line breaks
 for the grader (`llm_gym.grading.separate_special_tokens`), so "6<|pad|>8" is not 68. Everything
 is computed in pure Python integers: no data, no network, no heavy parsing.
@@ -155,8 +156,9 @@ class MathSource(EnvSource):
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the right number, 0 for a wrong number, "
             "-format_coef (0.1) when no single number can be read (empty, hedged or conflicting, "
-            "over 4096 characters, invalid UTF-8). A truncated response (no end of turn) loses "
-            "format_coef but is still graded: 0.9 if its number is right, -0.1 otherwise."
+            "over 4096 characters, invalid UTF-8). A response that does not end on the "
+            "renderer's end of turn (truncated, or ended by EOS) loses format_coef but is still "
+            "graded: 0.9 if its number is right, -0.1 otherwise."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (no dataset)",

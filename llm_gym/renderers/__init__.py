@@ -5,17 +5,29 @@
 | `chatml`        | byte tokenizer (default), Qwen-style  | `<|im_end|>` id, EOS     |
 | `chat_template` | any HF tokenizer with a chat template | EOS, end-of-turn id      |
 | `role_colon`    | base models                           | the text "\\n\\nUser:"   |
+
+Custom renderers are added by name with `register_renderer(name, factory)`, the cookbook's registry:
+`factory(tokenizer, image_processor)` returns a `Renderer`, and `get_renderer(name, tokenizer)`
+looks registered names up before the built-in ones.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from llm_gym.renderers.base import (
     Message,
     ParseTermination,
+    RenderContext,
+    RenderedMessage,
     Renderer,
+    Role,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolSpec,
     TrainOnWhat,
+    UnparsedToolCall,
     ensure_text,
     get_text_content,
 )
@@ -30,14 +42,46 @@ RENDERERS = {
 }
 
 
-def get_renderer(name: str | Renderer | None, tokenizer: Any) -> Renderer:
+_CUSTOM_RENDERERS: dict[str, Callable[[Any, Any], Renderer]] = {}
+
+
+def register_renderer(name: str, factory: Callable[[Any, Any], Renderer]) -> None:
+    """Make `get_renderer(name, tokenizer)` return `factory(tokenizer, image_processor)`.
+    A namespaced name ("Org/my_renderer") keeps clear of the built-in ones."""
+    _CUSTOM_RENDERERS[name] = factory
+
+
+def get_registered_renderer_names() -> list[str]:
+    """Names added with `register_renderer` (not the built-in ones)."""
+    return list(_CUSTOM_RENDERERS)
+
+
+def is_renderer_registered(name: str) -> bool:
+    """Whether `name` was added with `register_renderer`."""
+    return name in _CUSTOM_RENDERERS
+
+
+def unregister_renderer(name: str) -> bool:
+    """Remove a registered name; False if it was not registered."""
+    return _CUSTOM_RENDERERS.pop(name, None) is not None
+
+
+def get_renderer(
+    name: str | Renderer | None, tokenizer: Any, image_processor: Any = None,
+    model_name: str | None = None,
+) -> Renderer:
     """Return the renderer called `name` over `tokenizer`.
 
-    `None` or "auto" picks: `chatml` for the byte tokenizer, `chat_template` for an HF tokenizer
-    with a chat template, `role_colon` otherwise. A `Renderer` instance is returned as is.
+    Registered names (`register_renderer`) come first. `None` or "auto" picks: `chatml` for the
+    byte tokenizer, `chat_template` for an HF tokenizer with a chat template, `role_colon`
+    otherwise. A `Renderer` instance is returned as is. `image_processor` is passed to registered
+    factories only; `model_name` is accepted for the cookbook's signature (our renderers pickle
+    with their tokenizer and need no name).
     """
     if isinstance(name, Renderer):
         return name
+    if isinstance(name, str) and name in _CUSTOM_RENDERERS:
+        return _CUSTOM_RENDERERS[name](tokenizer, image_processor)
     if name is None or name == "auto":
         from llm_gym.tokenizers import ByteTokenizer
 
@@ -48,7 +92,10 @@ def get_renderer(name: str | Renderer | None, tokenizer: Any) -> Renderer:
         else:
             name = "role_colon"
     if name not in RENDERERS:
-        raise ValueError(f"unknown renderer {name!r}; choose one of {sorted(RENDERERS)} or 'auto'")
+        raise ValueError(
+        f"unknown renderer {name!r}; choose one of {sorted(RENDERERS)} or 'auto', or add it "
+        "with register_renderer()"
+    )
     return RENDERERS[name](tokenizer)
 
 
@@ -58,10 +105,22 @@ __all__ = [
     "Message",
     "ParseTermination",
     "RENDERERS",
+    "RenderContext",
+    "RenderedMessage",
     "Renderer",
+    "Role",
     "RoleColonRenderer",
+    "TextPart",
+    "ThinkingPart",
+    "ToolCall",
+    "ToolSpec",
     "TrainOnWhat",
+    "UnparsedToolCall",
     "ensure_text",
+    "get_registered_renderer_names",
     "get_renderer",
     "get_text_content",
+    "is_renderer_registered",
+    "register_renderer",
+    "unregister_renderer",
 ]

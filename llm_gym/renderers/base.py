@@ -9,19 +9,104 @@ from __future__ import annotations
 
 import array
 import enum
+import logging
 import operator
 from abc import ABC, abstractmethod
-from typing import Any, Sequence, TypedDict
+from dataclasses import dataclass
+from typing import Any, Literal, Sequence, TypedDict
 
-from llm_gym.model_input import ModelInput
+from llm_gym.model_input import EncodedTextChunk, ModelInput
 from llm_gym.tokenizers import vocab_size_of
+
+logger = logging.getLogger(__name__)
 
 
 class Message(TypedDict, total=False):
-    """A chat message: `role` ("system", "user", "assistant", "tool") and text `content`."""
+    """A chat message: `role` ("system", "user", "assistant", "tool") and `content` (text, or a
+    list of content parts), plus the cookbook's optional fields (`trainable` for
+    `TrainOnWhat.CUSTOMIZED`; the tool fields are carried, not yet rendered)."""
 
     role: str
-    content: str
+    content: str | list[Any]
+    tool_calls: list["ToolCall"]
+    unparsed_tool_calls: list["UnparsedToolCall"]
+    trainable: bool
+    tool_call_id: str
+    name: str
+
+
+Role = str
+
+
+class TextPart(TypedDict):
+    """Visible text in a list-of-parts message content."""
+
+    type: Literal["text"]
+    text: str
+
+
+class ThinkingPart(TypedDict):
+    """The model's reasoning as a content part."""
+
+    type: Literal["thinking"]
+    thinking: str
+
+
+# Tool types, as plain values with the cookbook's field names (rendering and parsing tool calls
+# is the job of a later `tools` module; here they only travel on messages).
+@dataclass(frozen=True)
+class ToolCall:
+    """A parsed tool invocation: `ToolCall(function=ToolCall.FunctionBody(name, arguments), id)`,
+    `arguments` being a JSON string."""
+
+    @dataclass(frozen=True)
+    class FunctionBody:
+        name: str
+        arguments: str
+
+    function: FunctionBody
+    id: str | None = None
+    type: Literal["function"] = "function"
+
+
+@dataclass(frozen=True)
+class UnparsedToolCall:
+    """Text that looked like a tool call but did not parse, and why."""
+
+    raw_text: str
+    error: str
+
+
+class ToolSpec(TypedDict):
+    """A tool the model may call, in the OpenAI function-calling shape."""
+
+    name: str
+    description: str
+    parameters: dict
+
+
+@dataclass
+class RenderContext:
+    """Where a message sits in its conversation, for `Renderer.render_message`."""
+
+    idx: int
+    is_last: bool
+    prev_message: Message | None = None
+    next_message: Message | None = None
+    last_user_index: int = -1
+    in_last_assistant_turn: bool = False
+
+
+@dataclass(frozen=True)
+class RenderedMessage:
+    """One message as token chunks: `header` (role markers, untrained), `output` (what the model
+    produces for the turn, end of turn included) and `stop_overlap` (tokens of the stop sequence
+    that run into the next message's header, appended only after the last message of a supervised
+    example: role_colon's "User:")."""
+
+    output: list[EncodedTextChunk]
+    header: EncodedTextChunk | None = None
+    stop_overlap: EncodedTextChunk | None = None
 
 
 def get_text_content(message: Message | dict) -> str:
@@ -55,42 +140,89 @@ def ensure_text(content: Any) -> str:
 
 
 class ParseTermination(str, enum.Enum):
-    """How a sampled response ended. Truthy when the response parsed cleanly (`is_clean`), so
-    cookbook code written as `message, ok = renderer.parse_response(tokens)` keeps working; it also
-    compares equal to its string value ("stop_sequence", "eos", ...), like the cookbook's StrEnum."""
+    """How a sampled response ended, as `Renderer.parse_response` saw it: the cookbook's three
+    members, values and properties. Like the cookbook's StrEnum every member is truthy and compares
+    equal to its value ("stop_sequence", ...); ask `is_clean` / `is_stop_sequence`, not `bool()`.
+    """
 
-    STOP_SEQUENCE = "stop_sequence"  # ended on one of the renderer's stop sequences (end of turn)
-    EOS = "eos"  # ended on the tokenizer's end-of-sequence token (and it is not the end of turn)
-    LENGTH = "length"  # no stop: ran out of tokens (truncated)
-    MALFORMED = "malformed"  # invalid token ids or otherwise unparseable
+    STOP_SEQUENCE = "stop_sequence"  # the renderer's own end of turn ("\n\nUser:", <|im_end|>)
+    EOS = "eos"  # the tokenizer's EOS, accepted as a clean end by some renderers
+    MALFORMED = "malformed"  # not a clean end: truncated, two stops, ids outside the vocabulary
 
     @property
     def is_clean(self) -> bool:
-        return self is ParseTermination.STOP_SEQUENCE or self is ParseTermination.EOS
+        """STOP_SEQUENCE or EOS: what lenient format rewards and eval grading gate on."""
+        return self is not ParseTermination.MALFORMED
 
     @property
     def is_stop_sequence(self) -> bool:
+        """STOP_SEQUENCE only: the strict format-reward gate (`ProblemEnv`'s default)."""
         return self is ParseTermination.STOP_SEQUENCE
-
-    def __bool__(self) -> bool:
-        return self.is_clean
 
     def __str__(self) -> str:
         return self.value
 
 
 class TrainOnWhat(str, enum.Enum):
+    """Which tokens of a supervised example carry loss (the cookbook's seven modes).
+
+    - LAST_ASSISTANT_MESSAGE: the final message, when it is an assistant one.
+    - LAST_ASSISTANT_TURN: assistant messages after the last user message.
+    - ALL_ASSISTANT_MESSAGES: every assistant message.
+    - ALL_MESSAGES: every message's content (headers untrained).
+    - ALL_TOKENS: everything, headers included (not a leading BOS).
+    - ALL_USER_AND_SYSTEM_MESSAGES: user and system messages only.
+    - CUSTOMIZED: each message's own `trainable` flag (required on every message).
+    """
+
     LAST_ASSISTANT_MESSAGE = "last_assistant_message"
+    LAST_ASSISTANT_TURN = "last_assistant_turn"
     ALL_ASSISTANT_MESSAGES = "all_assistant_messages"
+    ALL_MESSAGES = "all_messages"
+    ALL_TOKENS = "all_tokens"
+    ALL_USER_AND_SYSTEM_MESSAGES = "all_user_and_system_messages"
+    CUSTOMIZED = "customized"
+
+    def __str__(self) -> str:
+        return self.value
 
 
-def trained_messages(messages: Sequence[Message], train_on_what: TrainOnWhat) -> list[bool]:
-    """Per message: does a supervised example put loss weight on its content?"""
-    assistant = [m["role"] == "assistant" for m in messages]
-    if train_on_what == TrainOnWhat.ALL_ASSISTANT_MESSAGES:
-        return assistant
-    last = max((i for i, a in enumerate(assistant) if a), default=-1)
-    return [i == last for i in range(len(messages))]
+def last_assistant_turn_start(messages: Sequence[Message]) -> int:
+    """Index of the first message after the last user message (0 when there is none)."""
+    return max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1) + 1
+
+
+def trained_messages(messages: Sequence[Message], train_on_what: TrainOnWhat | str) -> list[bool]:
+    """Per message: does a supervised example put loss weight on its content? The cookbook's rule
+    (`Renderer._output_is_trained`), including that LAST_ASSISTANT_TURN is measured on all
+    messages but the last, and that CUSTOMIZED needs a `trainable` flag on every message (and the
+    other modes none)."""
+    what = TrainOnWhat(train_on_what)
+    for i, m in enumerate(messages):
+        if (what is TrainOnWhat.CUSTOMIZED) != ("trainable" in m):
+            raise ValueError(
+                f"message {i}: " + ("train_on_what=CUSTOMIZED needs a 'trainable' flag on every "
+                "message" if what is TrainOnWhat.CUSTOMIZED else "has a 'trainable' flag; use "
+                "train_on_what=CUSTOMIZED or remove the flag")
+            )
+    turn_start = last_assistant_turn_start(messages[:-1])
+    n = len(messages)
+    flags = []
+    for i, m in enumerate(messages):
+        assistant = m["role"] == "assistant"
+        if what is TrainOnWhat.LAST_ASSISTANT_MESSAGE:
+            flags.append(assistant and i == n - 1)
+        elif what is TrainOnWhat.LAST_ASSISTANT_TURN:
+            flags.append(assistant and i >= turn_start)
+        elif what is TrainOnWhat.ALL_ASSISTANT_MESSAGES:
+            flags.append(assistant)
+        elif what in (TrainOnWhat.ALL_MESSAGES, TrainOnWhat.ALL_TOKENS):
+            flags.append(True)
+        elif what is TrainOnWhat.ALL_USER_AND_SYSTEM_MESSAGES:
+            flags.append(m["role"] in ("user", "system"))
+        else:
+            flags.append(bool(m.get("trainable", False)))
+    return flags
 
 
 def validate_messages(messages: Sequence[Message]) -> None:
@@ -121,31 +253,154 @@ def first_index(tokens: list[int], stops: Sequence[int]) -> tuple[int, int | Non
 
 
 class Renderer(ABC):
-    """Turns messages into tokens and sampled tokens back into messages for one tokenizer."""
+    """Turns messages into tokens and sampled tokens back into messages for one tokenizer.
+
+    A subclass implements `get_stop_sequences` and `parse_response`, and either `render_message`
+    (then the default `build_generation_prompt` / `build_supervised_example` concatenate rendered
+    messages, as the cookbook's do) or both of those builders. Renderers pickle with their
+    tokenizer (the byte tokenizer and HF tokenizers both pickle), so env group builders that hold
+    one can go to worker processes.
+    """
 
     def __init__(self, tokenizer: Any) -> None:
         self.tokenizer = tokenizer
         self._vocab_size = vocab_size_of(tokenizer)
 
-    @abstractmethod
-    def build_generation_prompt(
-        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None
-    ) -> ModelInput: ...
+    @property
+    def has_extension_property(self) -> bool:
+        """Whether each turn's generation prompt extends the previous one token for token (then a
+        multi-turn trajectory is one datum and one supervised example trains every turn)."""
+        return False
+
+    @property
+    def _bos_tokens(self) -> list[int]:
+        return []
 
     @abstractmethod
     def get_stop_sequences(self) -> list[int] | list[str]: ...
 
     @abstractmethod
-    def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]: ...
+    def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
+        """(best-effort assistant message, how the response ended); never raises on bad ids."""
 
-    @abstractmethod
+    def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
+        """`message` as header / output / stop-overlap chunks (see `RenderedMessage`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement render_message; it builds prompts and "
+            "supervised examples itself"
+        )
+
+    def _get_generation_suffix(self, role: Role, ctx: RenderContext) -> list[int]:
+        """The header that opens the turn to sample: an empty message's header."""
+        header = self.render_message(Message(role=role, content=""), ctx).header
+        return list(header.tokens) if header else []
+
+    def _contexts(self, messages: Sequence[Message], turn_start: int) -> list[RenderContext]:
+        last_user = last_assistant_turn_start(messages) - 1
+        n = len(messages)
+        return [
+            RenderContext(
+                idx=i, is_last=i == n - 1,
+                prev_message=messages[i - 1] if i > 0 else None,
+                next_message=messages[i + 1] if i + 1 < n else None,
+                last_user_index=last_user, in_last_assistant_turn=i >= turn_start,
+            )
+            for i in range(n)
+        ]
+
+    def build_generation_prompt(
+        self, messages: Sequence[Message], role: Role = "assistant", prefill: str | None = None
+    ) -> ModelInput:
+        """BOS, every message rendered, the header of a `role` turn, then `prefill` (encoded as
+        is) if given."""
+        validate_messages(messages)
+        tokens: list[int] = list(self._bos_tokens)
+        for message, ctx in zip(messages, self._contexts(messages, last_assistant_turn_start(messages))):
+            rendered = self.render_message(message, ctx)
+            if rendered.header:
+                tokens += rendered.header.tokens
+            for chunk in rendered.output:
+                tokens += chunk.tokens
+        suffix_ctx = RenderContext(
+            idx=len(messages), is_last=True, prev_message=messages[-1] if messages else None,
+            last_user_index=last_assistant_turn_start(messages) - 1, in_last_assistant_turn=True,
+        )
+        tokens += self._get_generation_suffix(role, suffix_ctx)
+        if prefill:
+            tokens += self.tokenizer.encode(prefill, add_special_tokens=False)
+        return ModelInput.from_ints(tokens)
+
     def build_supervised_example(
         self,
         messages: Sequence[Message],
         train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
     ) -> tuple[ModelInput, list[float]]:
-        """Return the whole conversation's tokens and a loss weight per token (1 on trained
-        assistant tokens, including their end-of-turn token; 0 elsewhere)."""
+        """Return the whole conversation's tokens and a loss weight per token: 1 on the output of
+        each trained message (see `TrainOnWhat`; headers only under ALL_TOKENS), 0 elsewhere; the
+        last message's stop overlap carries its weight."""
+        validate_messages(messages)
+        what = TrainOnWhat(train_on_what)
+        if what is TrainOnWhat.ALL_ASSISTANT_MESSAGES and not self.has_extension_property:
+            logger.warning(
+                "%s lacks the extension property: training ALL_ASSISTANT_MESSAGES in one example "
+                "shows earlier turns a context they were not sampled from; use "
+                "build_supervised_examples", type(self).__name__,
+            )
+        trained = trained_messages(messages, what)
+        header_weight = float(what is TrainOnWhat.ALL_TOKENS)
+        tokens: list[int] = list(self._bos_tokens)
+        weights: list[float] = [0.0] * len(tokens)
+        contexts = self._contexts(messages, last_assistant_turn_start(messages[:-1]))
+        for i, (message, ctx) in enumerate(zip(messages, contexts)):
+            rendered = self.render_message(message, ctx)
+            weight = float(trained[i])
+            if rendered.header:
+                tokens += rendered.header.tokens
+                weights += [header_weight] * len(rendered.header.tokens)
+            for chunk in rendered.output:
+                tokens += chunk.tokens
+                weights += [weight] * len(chunk.tokens)
+            if ctx.is_last and rendered.stop_overlap:
+                tokens += rendered.stop_overlap.tokens
+                weights += [weight] * len(rendered.stop_overlap.tokens)
+        return ModelInput.from_ints(tokens), weights
+
+    def build_supervised_examples(
+        self,
+        messages: Sequence[Message],
+        train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_TURN,
+    ) -> list[tuple[ModelInput, list[float]]]:
+        """Supervised examples for a conversation: one when the renderer has the extension
+        property; otherwise one per trained assistant message, each ending at that message (so
+        every turn is trained in the context it was sampled from)."""
+        what = TrainOnWhat(train_on_what)
+        if self.has_extension_property:
+            return [self.build_supervised_example(messages, train_on_what=what)]
+        n = len(messages)
+        if what is TrainOnWhat.LAST_ASSISTANT_MESSAGE:
+            candidates = range(n - 1, n)
+        elif what is TrainOnWhat.LAST_ASSISTANT_TURN:
+            candidates = range(last_assistant_turn_start(messages), n)
+        elif what is TrainOnWhat.ALL_ASSISTANT_MESSAGES:
+            candidates = range(n)
+        else:
+            raise NotImplementedError(
+                f"build_supervised_examples cannot split {what} for {type(self).__name__}, which "
+                "lacks the extension property: it trains messages the model does not produce"
+            )
+        return [
+            self.build_supervised_example(
+                messages[: i + 1], train_on_what=TrainOnWhat.LAST_ASSISTANT_MESSAGE
+            )
+            for i in candidates
+            if messages[i]["role"] == "assistant"
+        ]
+
+    def has_invalid_ids(self, tokens: Sequence[int]) -> bool:
+        """Whether `tokens` holds ids outside the vocabulary (or non-integers): a response that
+        `parse_response` reads as MALFORMED whatever else it holds. Envs that treat unreadable
+        actions differently from truncated ones ask this (the cookbook has no such case)."""
+        return self._split_valid(tokens)[1]
 
     # --- shared helpers ---------------------------------------------------------------------
     def _split_valid(self, tokens: Sequence[int]) -> tuple[list[int], bool]:
@@ -186,12 +441,13 @@ class Renderer(ABC):
         self, tokens: Sequence[int], stops: Sequence[int], turn_ends: Sequence[int]
     ) -> tuple[Message, ParseTermination]:
         """`parse_response` for renderers that stop on token ids: cut at the first id in `stops`
-        (one in `turn_ends` -> STOP_SEQUENCE, any other, i.e. EOS -> EOS; none -> LENGTH; ids
-        outside the vocabulary dropped -> MALFORMED) and decode the rest without special tokens."""
+        (one in `turn_ends` -> STOP_SEQUENCE, any other, i.e. EOS -> EOS; none, i.e. truncated ->
+        MALFORMED, as the cookbook's `parse_response_for_stop_token`; ids outside the vocabulary
+        dropped -> MALFORMED) and decode the rest without special tokens."""
         valid, had_invalid = self._split_valid(tokens)
         cut, which = first_index(valid, stops)
         if which is None:
-            termination = ParseTermination.LENGTH
+            termination = ParseTermination.MALFORMED
         else:
             valid = valid[:cut]
             termination = (

@@ -39,6 +39,10 @@ class ChatMLRenderer(Renderer):
         self._turn_ends = (self.im_end,)
         self._newline = tokenizer.encode("\n", add_special_tokens=False)
 
+    @property
+    def has_extension_property(self) -> bool:
+        return True  # history is never rewritten
+
     def _turn_header(self, role: str) -> list[int]:
         return [self.im_start] + self.tokenizer.encode(role + "\n", add_special_tokens=False)
 

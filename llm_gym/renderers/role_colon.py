@@ -1,90 +1,97 @@
 """Role-colon renderer for base models: "User: ...\n\nAssistant: ..." with a text stop sequence.
 
 Base models have no chat tokens, so turns are plain text and sampling stops on the string
-"\n\nUser:" (a `list[str]` stop condition) or on EOS. Each turn is encoded as two pieces, the
-role header ("User:") and the body (" content\n\n"), and pieces are concatenated as token lists, so
-the generation prompt for a conversation is always a token prefix of the supervised example that
-continues it, whatever the tokenizer's merges.
+"\n\nUser:". This is the cookbook's `RoleColonRenderer`, token for token: the prompt starts with
+the tokenizer's BOS; each message is a header ("User:") and an output (" content\n\n"), encoded
+separately and concatenated as token lists, so a generation prompt is always a token prefix of the
+supervised example that continues it; a supervised example ends with the trained stop overlap
+"User:" (the rest of the stop sequence), so the model learns to stop. `parse_response` strips a
+final EOS, splits the text on "\n\nUser:" and keeps the content's own whitespace and special
+tokens: STOP_SEQUENCE for one delimiter, EOS for a final EOS and no delimiter, MALFORMED for no
+end at all, a delimiter followed by EOS, or two delimiters. One addition: ids outside the
+vocabulary are dropped (MALFORMED) instead of failing in `decode`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
-from llm_gym.model_input import ModelInput
+from llm_gym.model_input import EncodedTextChunk
 from llm_gym.renderers.base import (
     Message,
     ParseTermination,
+    RenderContext,
+    RenderedMessage,
     Renderer,
-    TrainOnWhat,
     ensure_text,
-    trained_messages,
-    validate_messages,
 )
 
 STOP_TEXT = "\n\nUser:"
+# Named once so `render_message` and `parse_response` stay inverses of each other.
+_CONTENT_PREFIX = " "
+_CONTENT_SUFFIX = "\n\n"
 
 
 class RoleColonRenderer(Renderer):
     def __init__(self, tokenizer: Any) -> None:
         super().__init__(tokenizer)
         self.eos = getattr(tokenizer, "eos_token_id", None)
+        self._bos = self._find_bos_tokens()
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
 
-    def _header(self, role: str) -> list[int]:
-        return self._encode(f"{role.capitalize()}:")
+    def _find_bos_tokens(self) -> list[int]:
+        # The cookbook encodes the BOS string; an HF tokenizer reads it back as the BOS id. The
+        # byte tokenizer never makes special ids from text, so there we use the id itself rather
+        # than the seven bytes of "<|bos|>".
+        bos = getattr(self.tokenizer, "bos_token", None)
+        if bos is None:
+            return []
+        tokens = self._encode(str(bos))
+        bos_id = getattr(self.tokenizer, "bos_token_id", None)
+        if bos_id is not None and tokens != [bos_id]:
+            return [int(bos_id)]
+        return tokens
 
-    def _body(self, message: Message) -> list[int]:
-        # The end of a turn is the blank line; the next header's "User:" completes STOP_TEXT.
-        return self._encode(" " + ensure_text(message["content"]) + "\n\n")
+    @property
+    def _bos_tokens(self) -> list[int]:
+        return list(self._bos)
 
-    def build_generation_prompt(
-        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None
-    ) -> ModelInput:
-        validate_messages(messages)
-        tokens: list[int] = []
-        for m in messages:
-            tokens += self._header(m["role"]) + self._body(m)
-        tokens += self._header(role)
-        if prefill:
-            tokens += self._encode(" " + prefill)
-        return ModelInput.from_ints(tokens)
+    @property
+    def has_extension_property(self) -> bool:
+        return True  # history is never rewritten
+
+    def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
+        header = self._encode(message["role"].capitalize() + ":")
+        output = self._encode(_CONTENT_PREFIX + ensure_text(message["content"]) + _CONTENT_SUFFIX)
+        # "User:" completes the stop sequence after an assistant turn. Other roles get the
+        # cookbook's placeholder, which it (and so we) appends when such a message ends a
+        # supervised example.
+        overlap = self._encode("User:" if message["role"] == "assistant" else "<UNUSED>")
+        return RenderedMessage(
+            header=EncodedTextChunk(tokens=header),
+            output=[EncodedTextChunk(tokens=output)],
+            stop_overlap=EncodedTextChunk(tokens=overlap),
+        )
 
     def get_stop_sequences(self) -> list[str]:
         return [STOP_TEXT]
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
         valid, had_invalid = self._split_valid(tokens)
-        termination = ParseTermination.LENGTH
-        if self.eos is not None:
-            try:
-                cut = valid.index(self.eos)
-            except ValueError:
-                pass
-            else:
-                valid, termination = valid[:cut], ParseTermination.EOS
-        text = self.tokenizer.decode(valid, skip_special_tokens=True)
-        cut = text.find(STOP_TEXT)
-        if cut >= 0:
-            text, termination = text[:cut], ParseTermination.STOP_SEQUENCE
+        ended_with_eos = bool(valid) and self.eos is not None and valid[-1] == self.eos
+        if ended_with_eos:
+            valid = valid[:-1]
+        text = str(self.tokenizer.decode(valid, skip_special_tokens=False))
+        pieces = text.split(STOP_TEXT)
+        content = pieces[0].removeprefix(_CONTENT_PREFIX).removesuffix(_CONTENT_SUFFIX)
         if had_invalid:
             termination = ParseTermination.MALFORMED
-        return Message(role="assistant", content=text.strip()), termination
-
-    def build_supervised_example(
-        self,
-        messages: Sequence[Message],
-        train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE,
-    ) -> tuple[ModelInput, list[float]]:
-        validate_messages(messages)
-        trained_flags = trained_messages(messages, train_on_what)
-        tokens: list[int] = []
-        weights: list[float] = []
-        for i, m in enumerate(messages):
-            trained = trained_flags[i]
-            header, body = self._header(m["role"]), self._body(m)
-            tokens += header + body
-            weights += [0.0] * len(header) + [float(trained)] * len(body)
-        return ModelInput.from_ints(tokens), weights
+        elif len(pieces) == 1:
+            termination = ParseTermination.EOS if ended_with_eos else ParseTermination.MALFORMED
+        elif len(pieces) == 2 and not ended_with_eos:
+            termination = ParseTermination.STOP_SEQUENCE
+        else:  # the sampler should have stopped at the delimiter: EOS after it, or a second one
+            termination = ParseTermination.MALFORMED
+        return Message(role="assistant", content=content), termination

@@ -3,12 +3,15 @@
 Subclasses supply the question, an answer checker, a format checker and the reference answer; the
 base class renders the prompt, parses the response and scores it as
 `format_coef * (format_ok - 1) + correct` (so a well-formed wrong answer scores 0, a correct one 1,
-and a malformed one loses `format_coef`). This is the cookbook's `ProblemEnv`, with one addition:
-grading is bounded by default. `check_format`/`check_answer` run through
+and a malformed one loses `format_coef`). This is the cookbook's `ProblemEnv` -- same defaults
+(`require_stop_sequence_for_format=True`: only a response that ended on the renderer's stop
+sequence earns the format credit, an EOS-ended one does not), same metrics (`format`, `correct`)
+-- with one addition: grading is bounded by default. `check_format`/`check_answer` run through
 `llm_gym.grading.bounded.acall_bounded` with `grader_timeout_s` (10 s): in the calling thread for a
 short budget (a hung pure-Python grader is interrupted there), then in a killable forked worker for
-the rest; a grader that does not answer in time scores as a malformed wrong answer (metric
-`grader_timeout` = 1) and leaves no thread or process behind. `grader_timeout_s=None` calls the
+the rest; a grader that does not answer in time scores as a malformed wrong answer, adds the
+metric `grader_timeout` = 1 (the key appears only then, so metrics equal the cookbook's whenever
+grading finishes) and leaves no thread or process behind. `grader_timeout_s=None` calls the
 checkers inline with no bound, as the cookbook does.
 """
 
@@ -38,9 +41,9 @@ DEFAULT_GRADER_TIMEOUT_S = 10.0
 class ProblemEnv(Env):
     """One question, one answer, one reward. `step` never raises on bad model output.
 
-    - `format_ok` is 1 when the response ended cleanly (`ParseTermination.is_clean`; only
-      `is_stop_sequence` when `require_stop_sequence_for_format=True`, the cookbook's strict mode)
-      and `check_format` accepts it.
+    - `format_ok` is 1 when the response ended on the renderer's stop sequence
+      (`ParseTermination.is_stop_sequence`; any clean end, EOS included, with
+      `require_stop_sequence_for_format=False`) and `check_format` accepts it.
     - `grader_timeout_s` (default 10 s; None = call the checkers inline with no bound, as the
       cookbook does): the most seconds grading one response may take (see the module docstring).
     - `grader_isolation`: `"inline"` (default: the calling thread first, a worker process if that
@@ -55,7 +58,7 @@ class ProblemEnv(Env):
         renderer: Renderer,
         convo_prefix: list[Message] | None = None,
         format_coef: float = 0.1,
-        require_stop_sequence_for_format: bool = False,
+        require_stop_sequence_for_format: bool = True,
         grader_timeout_s: float | None = DEFAULT_GRADER_TIMEOUT_S,
         grader_isolation: str = "inline",
     ) -> None:
@@ -127,7 +130,6 @@ class ProblemEnv(Env):
             )
             if outcome.ok:
                 format_ok, correct = outcome.value
-                metrics["grader_timeout"] = 0.0
             elif outcome.timed_out:
                 format_ok, correct = 0.0, 0.0
                 metrics["grader_timeout"] = 1.0

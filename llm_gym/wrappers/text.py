@@ -25,7 +25,8 @@ class TextActions(gym.Wrapper[str, str, np.ndarray, np.ndarray]):
         env: a Gymnasium env with token-id observations and actions.
         tokenizer: encodes actions and decodes observations; defaults to `env.unwrapped.tokenizer`.
         append_stop: end each action the way a sampler would: with the renderer's first stop
-            token when its stops are token ids, else with the tokenizer's EOS id (when it has one).
+            token when its stops are token ids, with the tokens of its first stop string when they
+            are text, else with the tokenizer's EOS id (when it has one).
             Set False to send exactly the encoded text.
 
     Observations are the decoded token observations (special tokens kept, so the chat structure
@@ -51,6 +52,10 @@ class TextActions(gym.Wrapper[str, str, np.ndarray, np.ndarray]):
         stops = renderer.get_stop_sequences() if renderer is not None else []
         if stops and isinstance(stops[0], (int, np.integer)):
             return [int(stops[0])]
+        if stops and isinstance(stops[0], str):
+            # A text stop (role_colon's "\n\nUser:") is sent as its tokens: ending with EOS
+            # instead would lose the format credit under the cookbook's strict ProblemEnv.
+            return list(self.tokenizer.encode(stops[0], add_special_tokens=False))
         eos = getattr(self.tokenizer, "eos_token_id", None)
         return [int(eos)] if isinstance(eos, (int, np.integer)) else []
 

@@ -162,7 +162,7 @@ class HangingStepEnv(Env):
 
 def test_async_grader_that_hangs_ends_by_timeout_or_retry():
     traj = asyncio.run(do_single_rollout(FlakyPolicy(0), HangingStepEnv(), limits=RolloutLimits(timeout_s=0.2)))
-    assert traj.stop_reason == "timeout"
+    assert traj.stop_reason == "rollout_timeout"
 
     class B(ProblemGroupBuilder):
         pass

@@ -37,7 +37,10 @@ def test_aliases():
     assert Action == list[int]
     assert Observation is ModelInput
     assert rl.Metrics == dict[str, float | int]
-    assert rl.ActionExtra == rl.Logs
+    # The cookbook's TypedDict: a plain dict at run time, with the sampler's stop reason.
+    assert rl.ActionExtra(stop_reason="length") == {"stop_reason": "length"}
+    assert set(rl.ActionExtra.__annotations__) == {"stop_reason"}
+    assert rl.StopReason.ROLLOUT_TIMEOUT == "rollout_timeout"
     assert StopCondition == list[str] | list[int]
     for name in rl.__all__:
         assert hasattr(rl, name), name

@@ -193,5 +193,5 @@ def test_episode_timeout_does_not_wait_for_a_step_that_swallows_cancellation():
         return traj, not state.get("cleanup_finished", False)
 
     traj, still_running = asyncio.run(main())
-    assert traj.stop_reason == "timeout" and traj.transitions == []
+    assert traj.stop_reason == "rollout_timeout" and traj.transitions == []
     assert still_running  # before: the episode waited for the whole 3 s cleanup

@@ -266,10 +266,10 @@ def test_limit_max_trajectory_tokens():
 
 def test_limit_timeout_on_env_and_on_policy():
     traj = run(do_single_rollout(EchoPolicy(), ChatEnv(mode="hang"), limits=RolloutLimits(timeout_s=0.2)))
-    assert traj.stop_reason == "timeout" and traj.transitions == []
+    assert traj.stop_reason == "rollout_timeout" and traj.transitions == []
     slow = EchoPolicy(delay_s=0.15)
     traj2 = run(do_single_rollout(slow, ChatEnv(turns=50), limits=RolloutLimits(timeout_s=0.4)))
-    assert traj2.stop_reason == "timeout"
+    assert traj2.stop_reason == "rollout_timeout"
     assert 1 <= len(traj2.transitions) < 50
     assert traj2.final_ob.to_ints()[: len(PROMPT)] == PROMPT
 
@@ -308,3 +308,24 @@ def test_cancelling_a_group_rollout_cancels_rollouts_and_cleans_up():
 
     run(main())
     assert b.log == ["cancelled", "cancelled"] and b.cleanups == 1
+
+
+def test_step_gets_the_samplers_stop_reason_and_env_stop_metrics_become_the_stop_reason():
+    seen = []
+
+    class Recorder(ChatEnv):
+        async def step(self, action, *, extra=None):
+            seen.append(extra)
+            result = await super().step(action)
+            if result.episode_done:
+                result.metrics["stop/parse_error"] = 1.0  # the env says why it ended
+            return result
+
+    class NoExtraEnv(ChatEnv):  # a duck-typed env whose step takes no `extra`
+        async def step(self, action):
+            return await super().step(action)
+
+    traj = run(do_single_rollout(EchoPolicy(), Recorder(turns=2)))
+    assert seen == [{"stop_reason": "stop"}, {"stop_reason": "stop"}]
+    assert traj.stop_reason == "parse_error"
+    assert run(do_single_rollout(EchoPolicy(), NoExtraEnv(turns=1))).stop_reason is None

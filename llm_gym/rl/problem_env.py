@@ -17,6 +17,7 @@ checkers inline with no bound, as the cookbook does.
 
 from __future__ import annotations
 
+import logging
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -34,6 +35,8 @@ from llm_gym.rl.types import (
     StopCondition,
 )
 
+
+logger = logging.getLogger(__name__)  # the cookbook's name; recipe envs import it
 
 DEFAULT_GRADER_TIMEOUT_S = 10.0
 

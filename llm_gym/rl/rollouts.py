@@ -9,6 +9,7 @@ always awaited, also when rollouts fail or the group is skipped.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import time
 from dataclasses import dataclass
@@ -16,13 +17,21 @@ from dataclasses import dataclass
 from llm_gym.completers import TokenCompleter
 from llm_gym.model_input import ModelInput
 from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy, _bounded
-from llm_gym.rl.types import Env, EnvGroupBuilder, Trajectory, TrajectoryGroup, Transition
+from llm_gym.rl.types import (
+    Env,
+    EnvGroupBuilder,
+    StopReason,
+    Trajectory,
+    TrajectoryGroup,
+    Transition,
+    stop_reason_from_metrics,
+)
 
 logger = logging.getLogger(__name__)
 
-STOP_MAX_TURNS = "max_turns"
-STOP_MAX_TOKENS = "max_tokens"
-STOP_TIMEOUT = "timeout"
+STOP_MAX_TURNS = StopReason.MAX_TURNS
+STOP_MAX_TOKENS = StopReason.MAX_TOKENS
+STOP_TIMEOUT = StopReason.ROLLOUT_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,7 @@ class RolloutLimits:
       policy sees). The policy is asked for at most the room left (`max_tokens=`), and an
       observation that leaves no room ends the episode; stop reason "max_tokens".
     - `timeout_s`: wall-clock seconds for the whole episode (policy calls and env steps); stop
-      reason "timeout". The unfinished turn is dropped; earlier transitions are kept.
+      reason "rollout_timeout". The unfinished turn is dropped; earlier transitions are kept.
     - `max_tokens_per_turn`: `max_tokens=` for every policy call.
     """
 
@@ -64,6 +73,26 @@ def _check_observation(ob: object, where: str) -> ModelInput:
         f"{where} must return a ModelInput observation, got {type(ob).__name__}; "
         "wrap token ids with ModelInput.from_ints(tokens)"
     )
+
+
+_TAKES_EXTRA: dict[type, bool] = {}
+
+
+def _step_takes_extra(env_type: type) -> bool:
+    """Whether `env_type.step` accepts `extra=` (every `Env` does; duck-typed envs written
+    without it still work). Cached per class."""
+    known = _TAKES_EXTRA.get(env_type)
+    if known is None:
+        try:
+            params = inspect.signature(env_type.step).parameters
+            known = "extra" in params or any(
+                p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+            )
+        except (TypeError, ValueError):
+            known = False
+        if len(_TAKES_EXTRA) < 4096:
+            _TAKES_EXTRA[env_type] = known
+    return known
 
 
 async def do_single_rollout(
@@ -127,7 +156,10 @@ async def do_single_rollout(
                 raise TypeError(
                     f"the policy must return TokensWithLogprobs, got {type(ac).__name__}"
                 )
-            result = await bounded(env.step(ac.tokens))
+            if _step_takes_extra(type(env)):  # as the cookbook's loop does
+                result = await bounded(env.step(ac.tokens, extra={"stop_reason": ac.stop_reason}))
+            else:
+                result = await bounded(env.step(ac.tokens))
         except _DeadlineReached:
             return Trajectory(transitions, ob, stop_reason=STOP_TIMEOUT)
         if not (hasattr(result, "reward") and hasattr(result, "episode_done")):
@@ -148,7 +180,8 @@ async def do_single_rollout(
         else:
             next_ob = _check_observation(result.next_observation, f"{type(env).__name__}.step()")
         if result.episode_done:
-            return Trajectory(transitions, next_ob, stop_reason=None)
+            return Trajectory(transitions, next_ob,
+                              stop_reason=stop_reason_from_metrics(transitions[-1].metrics))
         ob, stop = next_ob, result.next_stop_condition
 
 

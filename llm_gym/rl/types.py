@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from enum import StrEnum
+from typing import Any, Sequence, TypedDict
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
@@ -21,7 +22,44 @@ Observation = ModelInput
 Logprobs = list[float]
 Metrics = dict[str, float | int]
 Logs = dict[str, Any]
-ActionExtra = dict[str, Any]
+
+
+class ActionExtra(TypedDict, total=False):
+    """What the rollout loop tells `Env.step` about the action besides its tokens (the cookbook's
+    `ActionExtra`): `stop_reason` is the sampler's ("stop" or "length"). A plain dict at run time."""
+
+    stop_reason: str
+
+
+class StopReason(StrEnum):
+    """Why a trajectory ended (the cookbook's values). An env that knows records it as a one-hot
+    metric `metrics["stop/<reason>"] = 1.0` on its final transition, and the rollout loop mirrors
+    it onto `Trajectory.stop_reason`; rollout limits set the reason themselves."""
+
+    COMPLETED = "completed"
+    TOOL_STOPPED = "tool_stopped"
+    MAX_TURNS = "max_turns"
+    MAX_TOKENS = "max_tokens"
+    MAX_SAMPLED_TOKENS = "max_sampled_tokens"
+    MAX_TOOL_CALLS = "max_tool_calls"
+    CONTEXT_OVERFLOW = "context_overflow"
+    PARSE_ERROR = "parse_error"
+    ROLLOUT_TIMEOUT = "rollout_timeout"
+
+
+STOP_METRIC_PREFIX = "stop/"
+"""Metric-key prefix of the one-hot stop-reason metrics (`stop/<reason>`)."""
+
+PARSE_ERROR_MASKED_METRIC_KEY = "parse_error_masked"
+"""One-hot metric marking a transition as a masked parse-error turn (the cookbook's name)."""
+
+
+def stop_reason_from_metrics(metrics: Metrics) -> str | None:
+    """The `<reason>` of the first `stop/<reason>` metric key, or None."""
+    for key in metrics:
+        if key.startswith(STOP_METRIC_PREFIX):
+            return key[len(STOP_METRIC_PREFIX):]
+    return None
 
 __all__ = [
     "Action",
@@ -35,8 +73,11 @@ __all__ = [
     "RLDataset",
     "RLDatasetBuilder",
     "RolloutError",
+    "PARSE_ERROR_MASKED_METRIC_KEY",
+    "STOP_METRIC_PREFIX",
     "StepResult",
     "StopCondition",
+    "StopReason",
     "Trajectory",
     "TrajectoryGroup",
     "Transition",
@@ -70,8 +111,9 @@ class Transition:
 
 @dataclass(frozen=True)
 class Trajectory:
-    """A finished episode. `stop_reason` is None when the env ended it (`episode_done`), else the
-    rollout limit that cut it short: "max_turns", "max_tokens" or "timeout"."""
+    """A finished episode. `stop_reason` is the rollout limit that cut it short ("max_turns",
+    "max_tokens", "rollout_timeout"), or, when the env ended it, the reason the env recorded as a
+    `stop/<reason>` metric on its last transition (None when it recorded none)."""
 
     transitions: list[Transition]
     final_ob: Observation

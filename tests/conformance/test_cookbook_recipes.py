@@ -285,7 +285,6 @@ def _math_respond(strategy: int, conversation: str) -> str:
     return [f"so \\boxed{{4}}{STOP}", f"\\boxed{{5}}{STOP}", f"4{STOP}", "\\boxed{4}"][strategy % 4]
 
 
-@pytest.mark.xfail(strict=True, reason='imports: llm_gym.rl.problem_env has no `logger` (math_env does `from ...problem_env import logger`)')
 def test_math_env():
     pytest.importorskip("pylatexenc", reason="math_rl's own grading dependency (tinker-cookbook[math-rl])")
 
@@ -395,7 +394,6 @@ def _prompt_only_respond(strategy: int, conversation: str) -> str:
     return [f"Sure.{STOP}", "no stop", f"{STOP}"][strategy % 3]
 
 
-@pytest.mark.xfail(strict=True, reason='imports: llm_gym.rl.problem_env has no `logger` (distillation/datasets.py imports it)')
 def test_distillation_prompt_only_env():
     def setup(mod, side):
         return [
@@ -422,8 +420,10 @@ from tinker_cookbook.rl.types import EnvGroupBuilder
 class CountdownEnv(MessageEnv):
     """Say numbers; ends after three turns or on "stop"; reward is the length of the answer."""
 
-    def __init__(self):
-        self.messages = [{"role": "user", "content": "Count with me."}]
+    def __init__(self, index):
+        # A distinct first prompt per env: the envs render their prompts concurrently (threads on
+        # both sides), so which env calls the policy first varies; the reply is chosen by content.
+        self.messages = [{"role": "user", "content": f"Count with me, player {index}."}]
 
     async def initial_observation(self):
         return list(self.messages)
@@ -443,9 +443,9 @@ class CountdownGroupBuilder(EnvGroupBuilder):
     max_trajectory_tokens: int | None = None
 
     async def make_envs(self):
-        return [EnvFromMessageEnv(self.renderer, CountdownEnv(), failed_parse_reward=-2.0,
+        return [EnvFromMessageEnv(self.renderer, CountdownEnv(i), failed_parse_reward=-2.0,
                                   max_trajectory_tokens=self.max_trajectory_tokens,
-                                  max_generation_tokens=8) for _ in range(4)]
+                                  max_generation_tokens=8) for i in range(4)]
 '''
 
 
@@ -462,11 +462,12 @@ def _message_env_module(ported: bool):
 
 
 def _countdown_respond(strategy: int, conversation: str) -> str:
-    """0: three clean turns; 1: "stop" at once; 2: unterminated (parse error); 3: long answers."""
-    return [f"one{STOP}", f"stop{STOP}", "no stop sequence", f"{'many words ' * 6}{STOP}"][strategy % 4]
+    """Player 0: three clean turns; 1: "stop" at once; 2: unterminated (parse error); 3: long
+    answers. The player comes from the env's own first prompt, not from call order."""
+    player = int(re.search(r"player (\d+)", conversation).group(1))
+    return [f"one{STOP}", f"stop{STOP}", "no stop sequence", f"{'many words ' * 6}{STOP}"][player % 4]
 
 
-@pytest.mark.xfail(strict=True, reason="rewards/metrics/obs/datums agree; Trajectory.stop_reason: the cookbook's rollout mirrors the env's one-hot `stop/<reason>` metric (parse_error, context_overflow) onto it, llm_gym.rl.rollouts leaves None")
 def test_message_env_adapter():
     require_cookbook()
     cookbook, ours = Side("cookbook"), Side("llm_gym")

@@ -110,8 +110,11 @@ def test_what_is_not_pooled():
 
 
 def test_make_kwargs_and_registrations_keep_pools_apart():
+    keep = []  # envs stay referenced, so a dropped env's id() cannot be reused by a new one
+
     async def envs_of(builder):
         envs = await builder.make_envs()
+        keep.extend(e.gym_env for e in envs)
         obs = [await e.initial_observation() for e in envs]
         await builder.cleanup()
         return _gym_env_ids(envs), obs

@@ -324,6 +324,21 @@ def _plan(timeout_s: float, inline_s: float | None, isolation: str) -> float:
     return float(inline_s)
 
 
+def _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation) -> tuple[BoundedCall | None, float]:
+    """Phase 1 (unless `isolation="process"`): its outcome when final, else None and the seconds
+    left for phase 2 (the outcome is a timeout when none are left or there is no fork)."""
+    budget = _plan(timeout_s, inline_s, isolation)
+    start = time.monotonic()
+    if budget > 0:
+        first = _call_inline(fn, args, kwargs, budget)
+        if not first.timed_out:
+            return first, 0.0
+    remaining = timeout_s - (time.monotonic() - start)
+    if remaining <= 0 or not hasattr(os, "fork"):
+        return _timed_out(timeout_s), 0.0
+    return None, remaining
+
+
 def call_bounded(
     fn: Callable[..., Any],
     *args: Any,
@@ -336,15 +351,9 @@ def call_bounded(
 
     `inline_s` is phase 1's budget (default: `min(1, timeout_s / 4)`); `isolation="process"` runs
     the whole call in the worker process. Never raises because of `fn`."""
-    budget = _plan(timeout_s, inline_s, isolation)
-    start = time.monotonic()
-    if budget > 0:
-        first = _call_inline(fn, args, kwargs, budget)
-        if not first.timed_out:
-            return first
-    remaining = timeout_s - (time.monotonic() - start)
-    if remaining <= 0 or not hasattr(os, "fork"):
-        return _timed_out(timeout_s)
+    outcome, remaining = _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation)
+    if outcome is not None:
+        return outcome
     return _call_in_process(fn, args, kwargs, remaining, timeout_s)
 
 
@@ -358,13 +367,7 @@ async def acall_bounded(
 ) -> BoundedCall:
     """`call_bounded` for coroutines. Phase 1 runs in the loop's thread (so a fast grader never
     suspends the coroutine); phase 2 is awaited without blocking the event loop."""
-    budget = _plan(timeout_s, inline_s, isolation)
-    start = time.monotonic()
-    if budget > 0:
-        first = _call_inline(fn, args, kwargs, budget)
-        if not first.timed_out:
-            return first
-    remaining = timeout_s - (time.monotonic() - start)
-    if remaining <= 0 or not hasattr(os, "fork"):
-        return _timed_out(timeout_s)
+    outcome, remaining = _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation)
+    if outcome is not None:
+        return outcome
     return await _acall_in_process(fn, args, kwargs, remaining, timeout_s)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_gym.grading.bounded import acall_bounded, call_bounded
+from llm_gym.grading.bounded import call_bounded
 from llm_gym.renderers import ChatMLRenderer
 from llm_gym.rl import ProblemEnv
 from llm_gym.tokenizers import ByteTokenizer

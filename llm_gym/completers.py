@@ -80,3 +80,78 @@ class RendererMessageCompleter(MessageCompleter):
             out = await self.token_completer(prompt, stop, max_tokens=self.max_tokens)
         message, _termination = self.renderer.parse_response(out.tokens)
         return message
+
+
+# ---------------------------------------------------------------------------------------------
+# Completers over a hosted sampling client (the cookbook's Tinker-service completers)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class SamplingParams:
+    """The sampling parameters a sampling client's `sample_async` receives, when the `tinker`
+    package is not installed (with it, `tinker.SamplingParams` is passed instead)."""
+
+    temperature: float = 1.0
+    max_tokens: int | None = None
+    stop: StopCondition | None = None
+
+
+async def _sample_with_client(
+    sampling_client, model_input: ModelInput, *, temperature: float, max_tokens: int | None,
+    stop: StopCondition | None, owner: str,
+) -> list[int]:
+    """One sample from a client with the Tinker `SamplingClient` interface; its tokens.
+
+    llm_gym runs no sampling service, so anything without `sample_async` is refused here, at
+    first use, with the fix; with `tinker` installed the prompt and parameters are converted to
+    its types (a real `tinker.SamplingClient` validates them)."""
+    sample_async = getattr(sampling_client, "sample_async", None)
+    if not callable(sample_async):
+        raise TypeError(
+            f"{owner} needs a sampling client with the Tinker SamplingClient interface "
+            "(`await client.sample_async(model_input, num_samples=1, sampling_params=...)` returning "
+            f"`.sequences[0].tokens`); got {type(sampling_client).__name__}. llm_gym has no hosted "
+            "sampling service: pass a tinker.SamplingClient, or use RendererMessageCompleter with a "
+            "local TokenCompleter (e.g. the trainer's HF sampler)."
+        )
+    try:
+        import tinker
+    except ImportError:
+        params, prompt = SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=stop), model_input
+    else:
+        params = tinker.SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=stop)
+        prompt = tinker.ModelInput.from_ints(list(model_input.to_ints())) if isinstance(model_input, ModelInput) else model_input
+    response = await sample_async(prompt, num_samples=1, sampling_params=params)
+    return list(response.sequences[0].tokens)
+
+
+class TinkerMessageCompleter(MessageCompleter):
+    """A `MessageCompleter` that samples from a Tinker-style sampling client (the cookbook's name
+    and constructor): renders the conversation, samples once with `max_tokens`, `temperature` and
+    the renderer's stop sequences (or `stop_condition`), and returns the parsed reply as
+    `{"role": "assistant", "content": ..., ["tool_calls": ...]}`.
+
+    llm_gym has no sampling service: `sampling_client` must have the Tinker `SamplingClient`
+    interface (`sample_async`); anything else raises `TypeError` when the completer is first
+    called. For a local policy use `RendererMessageCompleter`."""
+
+    def __init__(self, sampling_client, renderer, max_tokens: int,
+                 stop_condition: StopCondition | None = None, temperature: float = 1.0):
+        self.sampling_client = sampling_client
+        self.renderer = renderer
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.stop_condition = renderer.get_stop_sequences() if stop_condition is None else stop_condition
+
+    async def __call__(self, messages: Sequence[dict]) -> dict:
+        prompt = self.renderer.build_generation_prompt(list(messages))
+        tokens = await _sample_with_client(
+            self.sampling_client, prompt, temperature=self.temperature, max_tokens=self.max_tokens,
+            stop=self.stop_condition, owner="TinkerMessageCompleter",
+        )
+        parsed, _termination = self.renderer.parse_response(tokens)
+        result = {"role": "assistant", "content": parsed["content"]}
+        if "tool_calls" in parsed:
+            result["tool_calls"] = parsed["tool_calls"]
+        return result

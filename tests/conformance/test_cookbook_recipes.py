@@ -329,13 +329,19 @@ def test_guess_number_env():
 
 
 def _twenty_questions_respond(strategy: int, conversation: str) -> str:
+    """0: asks, then guesses right on turn 2; 1: guesses wrong for 20 turns; 2: unterminated
+    questions for 20 turns. After the first turn the player's own first reply says which one it
+    is: the env re-renders the parsed reply, whose BPE tokens need not extend the sampled ones,
+    so the policy's token-prefix bookkeeping cannot follow the strategy across turns here."""
+    first_reply = re.search(r"Assistant: (.*?)\n\nUser:", conversation)
+    if first_reply is not None:
+        strategy = next(i for i, word in enumerate(("animal", "cat", "big")) if word in first_reply.group(1))
     turns = conversation.count("Assistant:")
     if strategy == 0 and turns >= 2:
         return f"Guess: dog{STOP}"
     return [f"Is it an animal?{STOP}", f"Guess: cat{STOP}", "Is it big?"][strategy % 3]
 
 
-@pytest.mark.xfail(strict=True, reason='imports: no llm_gym.model_info (get_recommended_renderer_name), no llm_gym.completers.TinkerMessageCompleter, no llm_gym.utils.logtree')
 def test_twenty_questions_env():
     def setup(mod, side):
         class ScriptedAnswerer(side.completers.MessageCompleter):
@@ -376,7 +382,6 @@ class LongerIsBetter:
         return 0.0 if a == b else (1.0 if b > a else -1.0)
 
 
-@pytest.mark.xfail(strict=True, reason='imports: no llm_gym.preference (preference_datasets.ComparisonDatasetBuilder; types.Comparison, LabeledComparison, PreferenceModel), no llm_gym.utils (logtree, logtree_formatters.ConversationFormatter, misc_utils.safezip)')
 def test_preference_envs():
     def setup(mod, side):
         return [mod.PairwisePreferenceGroupBuilder(

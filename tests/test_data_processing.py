@@ -25,6 +25,7 @@ from llm_gym.rl import (
     trajectory_to_data,
 )
 from llm_gym.rl.data_processing import DEFAULT_SCALE
+from llm_gym.rl.types import PARSE_ERROR_MASKED_METRIC_KEY
 
 
 def _group(rewards):
@@ -127,6 +128,21 @@ def test_non_prefix_observation_starts_a_new_datum_and_none_logprobs_are_zero():
     np.testing.assert_array_equal(data[1].loss_fn_inputs["logprobs"], [0, 0, 0])
     np.testing.assert_array_equal(data[1].loss_fn_inputs["mask"], [0, 1, 1])
     assert trajectory_to_data(Trajectory([], ModelInput.empty()), 1.0) == []
+
+
+def test_parse_error_masked_turn_gets_zero_mask_and_advantage():
+    # prompt 1 2 | turn one 3 4 (flagged) | env 5 | turn two 6
+    t1 = Transition(ModelInput.from_ints([1, 2]), TokensWithLogprobs([3, 4], [-0.1, -0.2]), 0.0, False,
+                    metrics={PARSE_ERROR_MASKED_METRIC_KEY: 1.0})
+    t2 = Transition(ModelInput.from_ints([1, 2, 3, 4, 5]), TokensWithLogprobs([6], [-0.3]), 1.0, True)
+    (datum,) = trajectory_to_data(Trajectory([t1, t2], ModelInput.empty()), 2.0)
+    np.testing.assert_array_equal(datum.loss_fn_inputs["mask"], [0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(datum.loss_fn_inputs["advantages"], [0, 0, 0, 0, 2.0])
+    np.testing.assert_allclose(datum.loss_fn_inputs["logprobs"], [0, -0.1, -0.2, 0, -0.3], rtol=1e-6)
+    # below the threshold (0.5) the turn trains normally, as in the cookbook's `>= 1.0`
+    t1_half = Transition(t1.ob, t1.ac, 0.0, False, metrics={PARSE_ERROR_MASKED_METRIC_KEY: 0.5})
+    (plain,) = trajectory_to_data(Trajectory([t1_half, t2], ModelInput.empty()), 2.0)
+    np.testing.assert_array_equal(plain.loss_fn_inputs["mask"], [0, 1, 1, 0, 1])
 
 
 def test_assemble_training_data_and_metadata():

@@ -15,6 +15,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+
 from llm_gym.completers import TokenCompleter, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
 from llm_gym.rl import (
@@ -23,6 +25,7 @@ from llm_gym.rl import (
     RetryOnFailure,
     StepResult,
     do_group_rollout,
+    do_group_rollout_and_filter_constant_reward,
 )
 from llm_gym.rl.types import Env
 
@@ -111,21 +114,20 @@ def test_a_blocking_step_past_its_deadline_is_timed_out_and_retried():
 
 
 def test_transient_make_envs_failures_are_retried_within_the_budget():
-    lost = 0
     for _ in range(50):  # before: 50/50 groups lost to one failure each
         builder = Builder(make_failures=1)
         group = asyncio.run(do_group_rollout(builder, Policy(), RetryOnFailure(max_retries=2)))
-        if group is None:
-            lost += 1
-            continue
+        assert len(group.trajectories_G) == 4  # do_group_rollout raises if the group is lost
         assert [e.error_type for e in group.rollout_errors] == ["ConnectionError"]
-    assert lost == 0
     group = asyncio.run(do_group_rollout(Builder(make_failures=1), Policy(),
                                          MinViableGroup(min_successful=2, max_retries=1)))
     assert group is not None and len(group.trajectories_G) == 4
-    # Past the budget the group is skipped (None), as before.
-    assert asyncio.run(do_group_rollout(Builder(make_failures=3), Policy(),
-                                        RetryOnFailure(max_retries=2))) is None
+    # Past the budget the last make_envs() error propagates (as the cookbook's first one does),
+    # and the caller-side wrapper skips the group (None).
+    with pytest.raises(ConnectionError, match="sandbox failed to start"):
+        asyncio.run(do_group_rollout(Builder(make_failures=3), Policy(), RetryOnFailure(max_retries=2)))
+    assert asyncio.run(do_group_rollout_and_filter_constant_reward(
+        Policy(), Builder(make_failures=3), None, None, False, strategy=RetryOnFailure(max_retries=2))) is None
 
 
 def test_failing_groups_print_no_asyncio_warnings():
@@ -135,7 +137,7 @@ def test_failing_groups_print_no_asyncio_warnings():
         from llm_gym.completers import TokenCompleter, TokensWithLogprobs
         from llm_gym.model_input import ModelInput
         from llm_gym.rl import (EnvGroupBuilder, FailFast, MinViableGroup, RetryOnFailure,
-                                StepResult, do_group_rollout)
+                                StepResult, do_group_rollout_and_filter_constant_reward)
         from llm_gym.rl.types import Env
 
         logging.basicConfig(level=logging.ERROR)  # asyncio reports stray task errors here
@@ -164,7 +166,8 @@ def test_failing_groups_print_no_asyncio_warnings():
                              MinViableGroup(min_successful=5, max_retries=1,
                                             per_rollout_timeout=0.2)):
                 try:
-                    print(await do_group_rollout(B(), P(), strategy))
+                    print(await do_group_rollout_and_filter_constant_reward(
+                        P(), B(), None, None, False, strategy=strategy))
                 except RuntimeError as exc:
                     print("raised", exc)
             gc.collect()

@@ -16,14 +16,21 @@ from llm_gym.rl import (
     FailFast,
     MinViableGroup,
     RetryOnFailure,
-    RolloutBudgetExhausted,
     RolloutLimits,
     RolloutResult,
     RolloutStrategy,
     StepResult,
     do_group_rollout,
+    do_group_rollout_and_filter_constant_reward,
     do_single_rollout,
 )
+from llm_gym.exceptions import AllTrajectoriesFailedError
+
+
+def skip_or_group(builder, policy, strategy=None, **kw):
+    """The caller-side wrapper with no constant-reward filter: None for a dropped group."""
+    return asyncio.run(do_group_rollout_and_filter_constant_reward(
+        policy, builder, None, None, False, strategy=strategy, **kw))
 
 PROMPT = [1, 2, 3]
 
@@ -171,38 +178,108 @@ def test_retry_on_failure_recovers_a_rollout_that_fails_once():
     assert b.make_calls == 2 and b.cleanups == 1
 
 
-def test_retry_on_failure_with_exhausted_budget_skips_the_group_and_cleans_up():
+def test_retry_on_failure_with_exhausted_budget_raises_and_the_wrapper_skips_the_group():
+    # A retry runs on make_envs()[0] of a fresh group, which (always={0: "raise"}) fails again.
     b = Builder(n=3, always={0: "raise"})
-    assert run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=2))) is None
-    assert b.make_calls == 3  # the first group + 2 retries
-    assert b.cleanups == 1
+    with pytest.raises(RuntimeError, match="env exploded"):  # the last failure itself, as the cookbook
+        run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=2)))
+    assert b.make_calls == 3 and b.cleanups == 1  # the first group + 2 retries
+    b2 = Builder(n=3, always={0: "raise"})
+    assert skip_or_group(b2, EchoPolicy(), RetryOnFailure(max_retries=2)) is None
+    assert b2.make_calls == 3 and b2.cleanups == 1
 
 
-def test_retry_on_failure_raises_budget_exhausted_from_execute():
+def test_retry_on_failure_raises_the_failure_from_execute():
     b = Builder(n=2, always={1: "raise"})
-    with pytest.raises(RolloutBudgetExhausted, match="retry budget") as info:
+    with pytest.raises(RuntimeError, match="env exploded"):
         run(RetryOnFailure(max_retries=0).execute(b, EchoPolicy()))
-    assert isinstance(info.value.__cause__, RuntimeError)
 
 
 def test_retry_on_failure_stops_the_rest_once_the_budget_is_spent():
     b = Builder(n=3, plan=[["raise", "hang", "hang"]])
-    assert run(do_group_rollout(b, EchoPolicy(), RetryOnFailure(max_retries=0))) is None
+    assert skip_or_group(b, EchoPolicy(), RetryOnFailure(max_retries=0)) is None
     assert b.log == ["cancelled", "cancelled"]
 
 
 def test_min_viable_group_keeps_the_survivors():
+    # slot 2 fails at its first step, before any rollout finished: below the floor, so it is
+    # retried on make_envs()[0] of a fresh group, which succeeds.
     b = Builder(n=4, always={2: "raise"})
     group = run(do_group_rollout(b, EchoPolicy(), MinViableGroup(min_successful=3)))
-    assert len(group.trajectories_G) == 3
-    assert len(group.final_rewards_G) == 3
+    assert len(group.trajectories_G) == 4 and b.make_calls == 2
     assert [e.error_type for e in group.rollout_errors] == ["RuntimeError"]
+    # no retries: the survivors are kept as long as they reach the floor
     b2 = Builder(n=4, always={2: "raise"})
-    group2 = run(do_group_rollout(b2, EchoPolicy(), MinViableGroup(min_successful=3, max_retries=2)))
-    assert len(group2.trajectories_G) == 3 and len(group2.rollout_errors) == 3  # 1 + 2 retries
+    group2 = run(do_group_rollout(b2, EchoPolicy(), MinViableGroup(min_successful=3, max_retries=0)))
+    assert len(group2.trajectories_G) == 3 and len(group2.final_rewards_G) == 3
+    assert len(group2.rollout_errors) == 1
+    # below the floor: AllTrajectoriesFailedError, which the wrapper turns into a skipped group
     b3 = Builder(n=4, always={0: "raise", 2: "raise"})
-    assert run(do_group_rollout(b3, EchoPolicy(), MinViableGroup(min_successful=3))) is None
+    with pytest.raises(AllTrajectoriesFailedError, match="below the minimum viable group size 3"):
+        run(do_group_rollout(b3, EchoPolicy(), MinViableGroup(min_successful=3, max_retries=0)))
     assert b3.cleanups == 1
+    b4 = Builder(n=4, always={0: "raise", 2: "raise"})
+    assert skip_or_group(b4, EchoPolicy(), MinViableGroup(min_successful=3, max_retries=0)) is None
+
+
+def test_min_viable_group_defaults_match_the_cookbook():
+    s = MinViableGroup()
+    assert (s.min_successful, s.max_retries, s.per_rollout_timeout) == (None, 3, None)
+    assert [s.floor(g) for g in (1, 4, 5, 8, 16)] == [1, 3, 4, 6, 12]
+    assert MinViableGroup(min_successful=2).floor(16) == 2
+
+
+class DelayedEnv(ChatEnv):
+    """One turn; the step sleeps `delay` seconds, then behaves as `mode` ("ok" or "raise")."""
+
+    def __init__(self, delay: float, mode: str = "ok", tag: float = 0.0):
+        super().__init__(turns=1, mode="ok")
+        self.delay, self.fails, self.tag = delay, mode == "raise", tag
+
+    async def step(self, action, *, extra=None):
+        await asyncio.sleep(self.delay)
+        if self.fails:
+            raise RuntimeError(f"failed after {self.delay}s")
+        result = await super().step(action, extra=extra)
+        return StepResult(result.reward + self.tag, result.episode_done, result.next_observation,
+                          result.next_stop_condition, result.metrics)
+
+
+@dataclass
+class ScriptedBuilder(Builder):
+    """make_envs() call k returns `groups[k]()` (the last one again after that)."""
+
+    groups: list = field(default_factory=list)
+
+    async def make_envs(self):
+        self.make_calls += 1
+        return self.groups[min(self.make_calls, len(self.groups)) - 1]()
+
+
+def test_min_viable_group_retries_only_while_below_the_floor():
+    fresh = lambda: [DelayedEnv(0.0)]  # noqa: E731
+    # the failures come before the one success: below the floor, so each is retried
+    b = ScriptedBuilder(groups=[lambda: [DelayedEnv(0.2), DelayedEnv(0.0, "raise"),
+                                         DelayedEnv(0.0, "raise")], fresh])
+    group = run(do_group_rollout(b, EchoPolicy(), MinViableGroup(min_successful=2, max_retries=3)))
+    assert len(group.trajectories_G) == 3 and b.make_calls == 3
+    # the failures come after the floor was met: recorded, not retried
+    b2 = ScriptedBuilder(groups=[lambda: [DelayedEnv(0.0), DelayedEnv(0.1, "raise"),
+                                          DelayedEnv(0.1, "raise")], fresh])
+    group2 = run(do_group_rollout(b2, EchoPolicy(), MinViableGroup(min_successful=1, max_retries=3)))
+    assert len(group2.trajectories_G) == 1 and b2.make_calls == 1
+    assert [e.error_message for e in group2.rollout_errors] == ["failed after 0.1s"] * 2
+
+
+def test_results_come_in_completion_order():
+    def envs():
+        return [DelayedEnv(0.2, tag=0.0), DelayedEnv(0.1, tag=1.0), DelayedEnv(0.0, tag=2.0)]
+
+    for strategy in (RetryOnFailure(), MinViableGroup()):
+        group = run(do_group_rollout(ScriptedBuilder(groups=[envs]), EchoPolicy(), strategy))
+        assert [t.transitions[0].reward for t in group.trajectories_G] == pytest.approx([2.1, 1.1, 0.1])
+    fail_fast = run(do_group_rollout(ScriptedBuilder(groups=[envs]), EchoPolicy(), FailFast()))
+    assert [t.transitions[0].reward for t in fail_fast.trajectories_G] == pytest.approx([0.1, 1.1, 2.1])
 
 
 def test_per_rollout_timeout_retries_a_hung_rollout():
@@ -221,8 +298,40 @@ def test_group_level_errors():
         assert b.cleanups == 1
     for strategy in (RetryOnFailure(), MinViableGroup(1)):
         b = Builder(make_envs_error=OSError("sandbox down"))
-        assert run(do_group_rollout(b, EchoPolicy(), strategy)) is None
+        with pytest.raises(OSError, match="sandbox down"):  # after the retries, as the cookbook
+            run(do_group_rollout(b, EchoPolicy(), strategy))
         assert b.cleanups == 1
+        b2 = Builder(make_envs_error=OSError("sandbox down"))
+        assert skip_or_group(b2, EchoPolicy(), strategy) is None
+        assert b2.cleanups == 1
+    with pytest.raises(OSError, match="sandbox down"):  # FailFast: the wrapper lets it propagate
+        skip_or_group(Builder(make_envs_error=OSError("sandbox down")), EchoPolicy(), FailFast())
+
+
+def test_grader_failure_propagates_and_is_skipped_by_the_wrapper():
+    @dataclass
+    class BadGrader(Builder):
+        async def compute_group_rewards(self, trajectory_group, env_group):
+            raise RuntimeError("grader down")
+
+    for strategy in (FailFast(), RetryOnFailure(), MinViableGroup()):
+        with pytest.raises(RuntimeError, match="grader down"):
+            run(do_group_rollout(BadGrader(n=2), EchoPolicy(), strategy))
+    assert skip_or_group(BadGrader(n=2), EchoPolicy(), RetryOnFailure()) is None
+    with pytest.raises(RuntimeError, match="grader down"):
+        skip_or_group(BadGrader(n=2), EchoPolicy(), FailFast())
+
+
+def test_wrapper_filters_constant_reward_groups_and_caps_tokens():
+    policy = EchoPolicy()
+    kept = asyncio.run(do_group_rollout_and_filter_constant_reward(
+        policy, Builder(n=2, turns=1), 5, 1.0, False))
+    assert kept is not None and [mt for _, mt in policy.seen] == [5, 5]
+    assert asyncio.run(do_group_rollout_and_filter_constant_reward(
+        EchoPolicy(), Builder(n=2, turns=1), None, None, True)) is None
+    varied = Builder(n=2, turns=1, group_rewards=[(0.0, {}), (1.0, {})])
+    assert asyncio.run(do_group_rollout_and_filter_constant_reward(
+        EchoPolicy(), varied, None, None, True)) is not None
 
 
 def test_wrong_number_of_group_rewards_is_a_bug_never_skipped():
@@ -329,3 +438,23 @@ def test_step_gets_the_samplers_stop_reason_and_env_stop_metrics_become_the_stop
     assert seen == [{"stop_reason": "stop"}, {"stop_reason": "stop"}]
     assert traj.stop_reason == "parse_error"
     assert run(do_single_rollout(EchoPolicy(), NoExtraEnv(turns=1))).stop_reason is None
+
+
+def test_turns_truncated_at_the_token_cap_are_counted_on_the_last_transition():
+    class Truncating(TokenCompleter):
+        def __init__(self, stops):
+            self.stops = list(stops)
+
+        async def __call__(self, model_input, stop, *, max_tokens=None):
+            return TokensWithLogprobs([5, 6], [-0.1, -0.1], stop_reason=self.stops.pop(0))
+
+    traj = run(do_single_rollout(Truncating(["length", "stop", "length"]), ChatEnv(turns=3)))
+    # the last "length" ended the episode, so only the first counts (the env went on after it)
+    assert traj.transitions[-1].metrics["num_truncations_max_turn_tokens"] == 1.0
+    assert all("num_truncations_max_turn_tokens" not in t.metrics for t in traj.transitions[:-1])
+    plain = run(do_single_rollout(Truncating(["stop"] * 3), ChatEnv(turns=3)))
+    assert all("num_truncations_max_turn_tokens" not in t.metrics for t in plain.transitions)
+    capped = run(do_single_rollout(Truncating(["length"] * 3), ChatEnv(turns=5),
+                                   limits=RolloutLimits(max_turns=3)))
+    assert capped.stop_reason == "max_turns"
+    assert capped.transitions[-1].metrics["num_truncations_max_turn_tokens"] == 3.0

@@ -18,7 +18,12 @@ from llm_gym.rl.rollout_strategy import (
     RolloutResult,
     RolloutStrategy,
 )
-from llm_gym.rl.rollouts import RolloutLimits, do_group_rollout, do_single_rollout
+from llm_gym.rl.rollouts import (
+    RolloutLimits,
+    do_group_rollout,
+    do_group_rollout_and_filter_constant_reward,
+    do_single_rollout,
+)
 from llm_gym.rl.types import (
     Action,
     ActionExtra,
@@ -44,6 +49,6 @@ __all__ = [
     "RLDatasetBuilder", "RetryOnFailure", "RolloutBudgetExhausted", "RolloutError",
     "RolloutLimits", "RolloutResult", "RolloutStrategy", "StepResult", "StopCondition", "StopReason",
     "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",
-    "assemble_training_data", "compute_advantages", "do_group_rollout", "do_single_rollout",
+    "assemble_training_data", "compute_advantages", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
     "remove_constant_reward_groups", "trajectory_to_data",
 ]

@@ -17,7 +17,7 @@ from typing import Literal, Sequence
 import numpy as np
 
 from llm_gym.model_input import ModelInput
-from llm_gym.rl.types import Trajectory, TrajectoryGroup
+from llm_gym.rl.types import PARSE_ERROR_MASKED_METRIC_KEY, Trajectory, TrajectoryGroup
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,9 @@ def trajectory_to_data(traj: Trajectory, traj_advantage: float) -> list[Datum]:
     If each observation starts with the previous observation + action (multi-turn chat), the whole
     trajectory is one datum; an observation that does not (a context reset) starts a new datum.
     Observation tokens get mask 0 and advantage 0; sampled tokens mask 1, the trajectory's
-    advantage, and their sampling logprobs (0 when the sampler gave none).
+    advantage, and their sampling logprobs (0 when the sampler gave none). A turn whose metrics
+    carry `parse_error_masked >= 1` (`PARSE_ERROR_MASKED_METRIC_KEY`, set by envs that mask
+    unparseable turns) gets mask 0 and advantage 0 on its sampled tokens too, as in the cookbook.
     """
     data: list[Datum] = []
     seq: list[int] = []
@@ -123,10 +125,11 @@ def trajectory_to_data(traj: Trajectory, traj_advantage: float) -> list[Datum]:
             delta = ob
         ac = transition.ac
         ac_logprobs = ac.maybe_logprobs if ac.maybe_logprobs is not None else [0.0] * len(ac.tokens)
+        masked = float(transition.metrics.get(PARSE_ERROR_MASKED_METRIC_KEY, 0.0)) >= 1.0
         seq += delta + list(ac.tokens)
         logprobs += [0.0] * len(delta) + list(ac_logprobs)
-        advantages += [0.0] * len(delta) + [float(traj_advantage)] * len(ac.tokens)
-        mask += [0.0] * len(delta) + [1.0] * len(ac.tokens)
+        advantages += [0.0] * len(delta) + [0.0 if masked else float(traj_advantage)] * len(ac.tokens)
+        mask += [0.0] * len(delta) + [0.0 if masked else 1.0] * len(ac.tokens)
     if len(seq) > 1:
         data.append(_datum_from_sequence(seq, logprobs, advantages, mask))
     return data

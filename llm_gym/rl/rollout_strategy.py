@@ -3,16 +3,31 @@
 | strategy | on a failed rollout | group errors (`make_envs`, group rewards) |
 |---|---|---|
 | `FailFast()` (default) | the other rollouts are cancelled and the exception propagates; the group is lost | propagate |
-| `RetryOnFailure(max_retries, per_rollout_timeout)` | a fresh env is made for that slot and the rollout re-run, up to `max_retries` in the whole group; one failure past that cancels the rest and skips the group | caught: group skipped |
-| `MinViableGroup(min_successful, max_retries, per_rollout_timeout)` | failures (after retries) are dropped; the group is kept when at least `min_successful` rollouts finished | caught: group skipped |
+| `RetryOnFailure(max_retries=3, per_rollout_timeout=0)` | retried on `make_envs()[0]` of a fresh group, up to `max_retries` in the whole group; a failure past that cancels the rest and is re-raised | propagate from `do_group_rollout`; the wrapper skips the group |
+| `MinViableGroup(min_successful=None, max_retries=3, per_rollout_timeout=None)` | retried (as above) only while fewer than the floor (`min_successful`, None: `ceil(0.75 * G)`) succeeded, else recorded; below the floor at the end: `AllTrajectoriesFailedError` | as `RetryOnFailure` |
 
-A strategy that gives up raises `RolloutBudgetExhausted` (chained to the last rollout error) from
-`execute`; `do_group_rollout` turns that into a skipped group (it returns `None` and logs a
-warning) for strategies whose `catches_group_errors` is True. Every error seen is recorded as a
-`RolloutError` on the group that survives. `per_rollout_timeout` counts a hung rollout as failed
-(error type "TimeoutError"), so it is retried like any other failure. A failing `make_envs()` (the
-group's first call or a retry's) is retried too, within the same `max_retries` budget and bounded
-by `per_rollout_timeout`. Strategies are frozen dataclasses of plain numbers, so they pickle.
+As in the cookbook, `do_group_rollout` raises whatever a strategy gave up with (and a failing
+`make_envs` / `compute_group_rewards`), under every strategy; the caller-side wrapper
+`do_group_rollout_and_filter_constant_reward` returns `None` for `AllTrajectoriesFailedError`
+and, when `strategy.catches_group_errors`, for any other error (logged as a warning). Successful
+trajectories come in completion order (`FailFast`: slot order). Every error seen is recorded as a
+`RolloutError` on the group that survives. `per_rollout_timeout` (0 or None: none) counts a hung
+rollout as failed (error type "TimeoutError"). Strategies are frozen dataclasses of plain numbers,
+so they pickle. `tests/conformance/test_cookbook_rollouts.py` runs both libraries side by side
+with injected faults.
+
+Deliberate differences from the cookbook (each for a reliability guarantee):
+
+| ours | cookbook | why |
+|---|---|---|
+| a failing `make_envs()` (first or a retry's) is retried within `max_retries` (bounded by `per_rollout_timeout`); past the budget its last error is raised | the first failure propagates at once (a retry's failure escapes with the group's rollouts still running) | a flaky sandbox start should cost one retry, not a group; with no `make_envs` failure nothing changes (no budget spent) |
+| `FailFast` cancels the sibling rollouts (grace `CANCEL_GRACE_S`) before `cleanup()` | `asyncio.gather` raises and lets the siblings run on, after `cleanup()`, outcomes unretrieved | no rollout keeps using an env its group has cleaned up; no "exception never retrieved" |
+| a timed-out rollout is cancelled and retried at once; one that does not unwind in `CANCEL_GRACE_S` is abandoned and recorded as `RolloutError("AbandonedRollout")` | `asyncio.wait_for` waits for the cancelled rollout to unwind, however long | `per_rollout_timeout` is a hard bound (below) |
+| a rollout that returns after its deadline (it blocked the loop) counts as timed out | its result is used | a result past the deadline is never trained on |
+| a timeout's `RolloutError` message says what timed out | empty message | readable logs |
+| `per_rollout_timeout=0` means no timeout for both strategies; negative values and `min_successful < 1` raise `ValueError` | `MinViableGroup(per_rollout_timeout=0)` times out at once; no validation | one meaning for 0; errors at construction |
+| `RolloutBudgetExhausted` is an alias of `AllTrajectoriesFailedError` | (not present) | the name this module used before |
+| the wrapper's `sampling_client` is any `TokenCompleter`; `max_tokens` caps each turn through `RolloutLimits.max_tokens_per_turn`; `temperature` and `enable_logging` are accepted and unused; no executor dispatch | a `tinker.SamplingClient` wrapped in `TinkerTokenCompleter(max_tokens, temperature)`; logtree; `set_rollout_executor` | no Tinker client or logtree here; sampling settings belong to our completers (`HFSampler`) |
 
 Hard bounds. `per_rollout_timeout` is a bound on wall time, not a polite request: a timed-out
 rollout is cancelled and its slot retried at once, without waiting for the cancellation to finish.
@@ -42,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Sequence
 
 from llm_gym.completers import TokenCompleter
+from llm_gym.exceptions import AllTrajectoriesFailedError
 from llm_gym.rl.types import Env, EnvGroupBuilder, RolloutError, Trajectory
 
 if TYPE_CHECKING:
@@ -50,8 +66,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 
-class RolloutBudgetExhausted(RuntimeError):
-    """Raised by a strategy that gave up on a group."""
+RolloutBudgetExhausted = AllTrajectoriesFailedError
+"""Former name of the error a strategy raises when it drops a group (kept as an alias)."""
 
 
 @dataclass(frozen=True)
@@ -170,8 +186,10 @@ class _Budget:
 
 
 async def _make_envs(env_group_builder, timeout, budget: _Budget, errors: list[RolloutError],
-                     exhausted: list[BaseException]) -> list[Env] | None:
-    """`make_envs()` under the retry budget; None (with `exhausted` set) when it runs out."""
+                     may_retry=lambda: True) -> list[Env]:
+    """`make_envs()`, retried within the retry budget (an extension over the cookbook, which lets
+    the first failure propagate); raises the last failure once the budget is spent (or
+    `may_retry()` says no)."""
     while True:
         try:
             envs = list(await _bounded(env_group_builder.make_envs(), timeout, "make_envs()"))
@@ -180,13 +198,12 @@ async def _make_envs(env_group_builder, timeout, budget: _Budget, errors: list[R
             return envs
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001 - recorded, retried or reported
+        except Exception as exc:  # noqa: BLE001 - recorded, then retried or re-raised
             errors.append(_error(exc))
             logger.warning("make_envs() failed (%s: %s); retries left: %d",
                            type(exc).__name__, exc, budget.left)
-            if budget.left <= 0:
-                exhausted.append(exc)
-                return None
+            if budget.left <= 0 or not may_retry():
+                raise
             budget.left -= 1
 
 
@@ -200,77 +217,86 @@ async def _timed_rollout(policy, env, limits):
     return trajectory, time.monotonic() - start
 
 
+def _timeout_s(per_rollout_timeout: float | None) -> float | None:
+    return per_rollout_timeout if per_rollout_timeout is not None and per_rollout_timeout > 0 else None
+
+
 async def _run_with_retries(
     env_group_builder: EnvGroupBuilder,
     policy: TokenCompleter,
     limits,
     max_retries: int,
-    per_rollout_timeout: float,
-    stop_when_exhausted: bool,
-) -> tuple[list[Trajectory | None], list[Env], list[RolloutError], BaseException | None]:
-    """Run the group; retry failed slots (and failed `make_envs()` calls) while the budget lasts.
+    per_rollout_timeout: float | None,
+    floor_of=None,
+) -> tuple[list[Trajectory], list[Env], list[RolloutError], int]:
+    """Run the group; retry a failed rollout on `make_envs()[0]` of a fresh group while the budget
+    lasts.
 
-    Returns, per slot, the trajectory (None where the slot finally failed), the envs, the errors,
-    and the exception that found the budget empty (None if it never ran out). With
-    `stop_when_exhausted` the remaining rollouts are cancelled at that point. A failure of the
-    group's first `make_envs()` with the budget spent raises `RolloutBudgetExhausted`."""
-    timeout = per_rollout_timeout if per_rollout_timeout > 0 else None
+    Without `floor_of` (RetryOnFailure) a failure with the budget spent cancels the remaining
+    rollouts and is re-raised. With `floor_of(group_size)` (MinViableGroup) a failure is retried
+    only while fewer than the floor have succeeded, and is otherwise just recorded. Returns the
+    successful trajectories and their envs in completion order (as the cookbook does), the
+    errors, and the group size."""
+    timeout = _timeout_s(per_rollout_timeout)
     budget = _Budget(max_retries)
     errors: list[RolloutError] = []
-    exhausted: list[BaseException] = []
-    made = await _make_envs(env_group_builder, timeout, budget, errors, exhausted)
-    if made is None:
-        raise RolloutBudgetExhausted(
-            f"make_envs() failed with the retry budget spent ({max_retries} retries); last "
-            f"error: {errors[-1].error_type}: {errors[-1].error_message}"
-        ) from exhausted[0]
-    envs: list[Env] = made
+    envs = await _make_envs(env_group_builder, timeout, budget, errors)
+    group_size = len(envs)
+    floor = None if floor_of is None else floor_of(group_size)
 
     deadline_of: dict[asyncio.Future, float] = {}
-    slot_of: dict[asyncio.Future, int] = {}
+    env_of: dict[asyncio.Future, Env] = {}
+    trajectories: list[Trajectory] = []
+    done_envs: list[Env] = []
 
-    def launch(slot: int, env: Env) -> None:
+    def launch(env: Env) -> None:
         task = asyncio.ensure_future(_timed_rollout(policy, env, limits))
-        slot_of[task] = slot
+        env_of[task] = env
         deadline_of[task] = math.inf if timeout is None else time.monotonic() + timeout
 
-    for i, env in enumerate(envs):
-        launch(i, env)
-    results: list[Trajectory | None] = [None] * len(envs)
-    exhausted_by: BaseException | None = None
+    def may_retry() -> bool:
+        return floor is None or len(trajectories) < floor
+
+    for env in envs:
+        launch(env)
     cancelling: list[asyncio.Future] = []  # timed out, cancelled, not yet unwound
 
-    async def fail(slot: int, exc: BaseException) -> None:
-        nonlocal exhausted_by
+    async def fail(exc: BaseException) -> None:
         errors.append(_error(exc))
+        retry = budget.left > 0 and may_retry()
         logger.warning(
-            "rollout %d %s (%s: %s); retries left: %d", slot,
+            "rollout %s (%s: %s); %s (retries left: %d)",
             "timed out" if isinstance(exc, TimeoutError) else "failed",
-            type(exc).__name__, exc, budget.left,
+            type(exc).__name__, exc, "retrying" if retry else "not retried", budget.left,
         )
-        if budget.left > 0:
+        if retry:
             budget.left -= 1
-            fresh_group = await _make_envs(env_group_builder, timeout, budget, errors, exhausted)
-            if fresh_group is not None:
-                # The same slot of a fresh group, so asymmetric groups keep their roles.
-                envs[slot] = fresh_group[slot % len(fresh_group)]
-                launch(slot, envs[slot])
+            try:
+                fresh_group = await _make_envs(env_group_builder, timeout, budget, errors, may_retry)
+            except asyncio.CancelledError:
+                raise
+            except Exception as make_exc:  # noqa: BLE001
+                if floor is None:
+                    raise
+                logger.warning("retry lost: make_envs() failed (%s)", make_exc)
                 return
-            exc = exhausted[-1]
-        if exhausted_by is None:
-            exhausted_by = exc
+            launch(fresh_group[0])  # as the cookbook: the first env of a fresh group
+            return
+        if floor is None:
+            logger.error("retry budget exhausted (%d retries); cancelling the rest", max_retries)
+            raise exc
 
     try:
-        while slot_of:
+        while env_of:
             wait_s = min(deadline_of.values()) - time.monotonic()
             done, _ = await asyncio.wait(
-                set(slot_of), timeout=None if wait_s == math.inf else max(wait_s, 0.0),
+                set(env_of), timeout=None if wait_s == math.inf else max(wait_s, 0.0),
                 return_when=asyncio.FIRST_COMPLETED,
             )
             now = time.monotonic()
-            for task in list(slot_of):
+            for task in list(env_of):
                 if task in done:
-                    slot = slot_of.pop(task)
+                    env = env_of.pop(task)
                     del deadline_of[task]
                     if task.cancelled():  # cancelled from outside: never swallow cancellation
                         raise asyncio.CancelledError()
@@ -278,45 +304,45 @@ async def _run_with_retries(
                     if exc is None:
                         trajectory, elapsed = task.result()
                         if timeout is None or elapsed <= timeout:
-                            results[slot] = trajectory
+                            trajectories.append(trajectory)
+                            done_envs.append(env)
                             continue
                         exc = TimeoutError(
                             f"rollout took {elapsed:.2f}s, over per_rollout_timeout={timeout:g}s "
                             "(something blocked the event loop; its result is not used)"
                         )
-                    await fail(slot, exc)
+                    await fail(exc)
                 elif now >= deadline_of[task]:
-                    slot = slot_of.pop(task)
+                    env_of.pop(task)
                     del deadline_of[task]
                     task.cancel()
                     cancelling.append(task)
-                    await fail(slot, TimeoutError(f"rollout timed out after {timeout:g}s"))
-            if exhausted_by is not None and stop_when_exhausted:
-                break
+                    await fail(TimeoutError(f"rollout timed out after {timeout:g}s"))
     finally:
-        abandoned = await _cancel_all(list(slot_of) + cancelling)
-    for _ in abandoned:
-        errors.append(RolloutError(
-            "AbandonedRollout",
-            f"a cancelled rollout did not unwind within {CANCEL_GRACE_S:g}s and was abandoned",
-        ))
-    return results, envs, errors, exhausted_by
+        abandoned = await _cancel_all(list(env_of) + cancelling)
+        for _ in abandoned:
+            errors.append(RolloutError(
+                "AbandonedRollout",
+                f"a cancelled rollout did not unwind within {CANCEL_GRACE_S:g}s and was abandoned",
+            ))
+    return trajectories, done_envs, errors, group_size
 
 
 @dataclass(frozen=True)
 class RetryOnFailure(RolloutStrategy):
-    """Retry failed or timed-out rollouts on fresh envs (from `make_envs()`, same slot).
+    """Retry failed or timed-out rollouts on fresh envs (`make_envs()[0]` of a fresh group).
 
-    `max_retries` is the budget for the whole group; `per_rollout_timeout` seconds (0 = none) counts
-    a hung rollout as failed. When a rollout fails with the budget spent, the other rollouts are
-    cancelled and `RolloutBudgetExhausted` is raised, so the group is skipped rather than trained
-    on a partial, biased group."""
+    `max_retries` is the budget for the whole group; `per_rollout_timeout` seconds (0 or None =
+    none) counts a hung rollout as failed. When a rollout fails with the budget spent, the other
+    rollouts are cancelled and that failure is re-raised, so the group is skipped (by
+    `do_group_rollout_and_filter_constant_reward`) rather than trained on a partial, biased
+    group."""
 
     max_retries: int = 3
-    per_rollout_timeout: float = 0
+    per_rollout_timeout: float | None = 0
 
     def __post_init__(self) -> None:
-        if self.max_retries < 0 or self.per_rollout_timeout < 0:
+        if self.max_retries < 0 or (self.per_rollout_timeout or 0) < 0:
             raise ValueError(
                 f"RetryOnFailure: max_retries ({self.max_retries}) and per_rollout_timeout "
                 f"({self.per_rollout_timeout}) must be >= 0"
@@ -327,33 +353,32 @@ class RetryOnFailure(RolloutStrategy):
         return True
 
     async def execute(self, env_group_builder, policy, limits=None) -> RolloutResult:
-        results, envs, errors, exhausted_by = await _run_with_retries(
+        trajectories, envs, errors, _ = await _run_with_retries(
             env_group_builder, policy, limits, self.max_retries, self.per_rollout_timeout,
-            stop_when_exhausted=True,
         )
-        if exhausted_by is not None:
-            raise RolloutBudgetExhausted(
-                f"a rollout failed with the retry budget spent ({self.max_retries} retries, "
-                f"{len(errors)} errors); last error: {errors[-1].error_type}: "
-                f"{errors[-1].error_message}"
-            ) from exhausted_by
-        return RolloutResult([r for r in results if r is not None], envs, errors)
+        return RolloutResult(trajectories, envs, errors)
 
 
 @dataclass(frozen=True)
 class MinViableGroup(RolloutStrategy):
-    """Keep whatever rollouts succeed (after up to `max_retries` retries in the group) as long as
-    at least `min_successful` of them did; otherwise raise `RolloutBudgetExhausted` (group
-    skipped). Note that a group with dropped rollouts is a smaller, possibly biased group."""
+    """Keep a partial group once at least a floor of rollouts succeeded.
 
-    min_successful: int = 2
-    max_retries: int = 0
-    per_rollout_timeout: float = 0
+    `min_successful` is the floor (None: `ceil(0.75 * group_size)`). A failure is retried on a
+    fresh env (up to `max_retries` in the group) only while fewer than the floor have succeeded;
+    after that it is just recorded. Below the floor once everything finished,
+    `AllTrajectoriesFailedError` is raised and the group is dropped. A partial group is a smaller,
+    noisier baseline for group-centred advantages; the floor bounds how small."""
+
+    min_successful: int | None = None
+    max_retries: int = 3
+    per_rollout_timeout: float | None = None
 
     def __post_init__(self) -> None:
-        if self.min_successful < 1:
-            raise ValueError(f"MinViableGroup: min_successful must be >= 1, got {self.min_successful}")
-        if self.max_retries < 0 or self.per_rollout_timeout < 0:
+        if self.min_successful is not None and self.min_successful < 1:
+            raise ValueError(
+                f"MinViableGroup: min_successful must be >= 1 or None, got {self.min_successful}"
+            )
+        if self.max_retries < 0 or (self.per_rollout_timeout or 0) < 0:
             raise ValueError(
                 f"MinViableGroup: max_retries ({self.max_retries}) and per_rollout_timeout "
                 f"({self.per_rollout_timeout}) must be >= 0"
@@ -363,16 +388,22 @@ class MinViableGroup(RolloutStrategy):
     def catches_group_errors(self) -> bool:
         return True
 
+    def floor(self, group_size: int) -> int:
+        """The minimum number of successful rollouts for a group of `group_size`."""
+        if self.min_successful is not None:
+            return self.min_successful
+        return math.ceil(0.75 * group_size)
+
     async def execute(self, env_group_builder, policy, limits=None) -> RolloutResult:
-        results, envs, errors, exhausted_by = await _run_with_retries(
+        trajectories, envs, errors, group_size = await _run_with_retries(
             env_group_builder, policy, limits, self.max_retries, self.per_rollout_timeout,
-            stop_when_exhausted=False,
+            floor_of=self.floor,
         )
-        kept = [(r, e) for r, e in zip(results, envs) if r is not None]
-        if len(kept) < self.min_successful:
-            raise RolloutBudgetExhausted(
-                f"only {len(kept)} of {len(results)} rollouts succeeded (min_successful="
-                f"{self.min_successful})"
-                + (f"; last error: {errors[-1].error_type}: {errors[-1].error_message}" if errors else "")
-            ) from exhausted_by
-        return RolloutResult([r for r, _ in kept], [e for _, e in kept], errors)
+        floor = self.floor(group_size)
+        if len(trajectories) < floor:
+            raise AllTrajectoriesFailedError(
+                f"only {len(trajectories)}/{group_size} rollouts succeeded, below the minimum "
+                f"viable group size {floor} ({len(errors)} failures, max_retries="
+                f"{self.max_retries}); dropping the group"
+            )
+        return RolloutResult(trajectories, envs, errors)

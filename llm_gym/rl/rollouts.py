@@ -4,17 +4,21 @@ under a `RolloutStrategy`, then group rewards).
 Per-rollout `RolloutLimits` (turns, trajectory tokens, wall-clock seconds) end a runaway episode
 with a `Trajectory.stop_reason` instead of letting it hang; `cleanup()` of the group builder is
 always awaited, also when rollouts fail or the group is skipped.
+`do_group_rollout_and_filter_constant_reward` is the cookbook's caller-side wrapper: it turns a
+dropped group (or, under an error-tolerant strategy, any group error) into `None`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import logging
 import time
 from dataclasses import dataclass
 
 from llm_gym.completers import TokenCompleter
+from llm_gym.exceptions import AllTrajectoriesFailedError
 from llm_gym.model_input import ModelInput
 from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy, _bounded
 from llm_gym.rl.types import (
@@ -32,6 +36,9 @@ logger = logging.getLogger(__name__)
 STOP_MAX_TURNS = StopReason.MAX_TURNS
 STOP_MAX_TOKENS = StopReason.MAX_TOKENS
 STOP_TIMEOUT = StopReason.ROLLOUT_TIMEOUT
+TRUNCATION_METRIC_KEY = "num_truncations_max_turn_tokens"
+"""On the last transition: how many turns stopped at the per-turn token cap (sampler stop reason
+"length") while the env went on (the cookbook's key; absent when there were none)."""
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,13 @@ async def do_single_rollout(
             raise
 
     transitions: list[Transition] = []
+    truncations = 0  # turns cut at the per-turn token cap ("length") that the env continued past
+
+    def finish(trajectory: Trajectory) -> Trajectory:
+        if truncations and transitions:  # as the cookbook's rollout runner reports it
+            transitions[-1].metrics[TRUNCATION_METRIC_KEY] = float(truncations)
+        return trajectory
+
     try:
         first = await bounded(env.initial_observation())
     except _DeadlineReached:
@@ -140,12 +154,12 @@ async def do_single_rollout(
     ob = _check_observation(ob, f"{type(env).__name__}.initial_observation()")
     while True:
         if limits.max_turns is not None and len(transitions) >= limits.max_turns:
-            return Trajectory(transitions, ob, stop_reason=STOP_MAX_TURNS)
+            return finish(Trajectory(transitions, ob, stop_reason=STOP_MAX_TURNS))
         max_tokens = limits.max_tokens_per_turn
         if limits.max_trajectory_tokens is not None:
             room = limits.max_trajectory_tokens - ob.length
             if room <= 0:
-                return Trajectory(transitions, ob, stop_reason=STOP_MAX_TOKENS)
+                return finish(Trajectory(transitions, ob, stop_reason=STOP_MAX_TOKENS))
             max_tokens = room if max_tokens is None else min(max_tokens, room)
         try:
             if max_tokens is None:
@@ -161,7 +175,7 @@ async def do_single_rollout(
             else:
                 result = await bounded(env.step(ac.tokens))
         except _DeadlineReached:
-            return Trajectory(transitions, ob, stop_reason=STOP_TIMEOUT)
+            return finish(Trajectory(transitions, ob, stop_reason=STOP_TIMEOUT))
         if not (hasattr(result, "reward") and hasattr(result, "episode_done")):
             raise TypeError(f"{type(env).__name__}.step() must return a StepResult, got "
                             f"{type(result).__name__}")
@@ -175,13 +189,15 @@ async def do_single_rollout(
                 logs=dict(result.logs),
             )
         )
+        if getattr(ac, "stop_reason", None) == "length" and not result.episode_done:
+            truncations += 1
         if result.episode_done and result.next_observation is None:
             next_ob = ModelInput.empty()
         else:
             next_ob = _check_observation(result.next_observation, f"{type(env).__name__}.step()")
         if result.episode_done:
-            return Trajectory(transitions, next_ob,
-                              stop_reason=stop_reason_from_metrics(transitions[-1].metrics))
+            return finish(Trajectory(transitions, next_ob,
+                                     stop_reason=stop_reason_from_metrics(transitions[-1].metrics)))
         ob, stop = next_ob, result.next_stop_condition
 
 
@@ -191,33 +207,26 @@ async def do_group_rollout(
     strategy: RolloutStrategy | None = None,
     *,
     limits: RolloutLimits | None = None,
-) -> TrajectoryGroup | None:
+) -> TrajectoryGroup:
     """Roll out a whole group and compute its group rewards.
 
-    Returns the `TrajectoryGroup` (with any retried errors in `rollout_errors`), or `None` when a
-    strategy that catches group errors (`RetryOnFailure`, `MinViableGroup`) gave up on it, or when
-    `make_envs`/`compute_group_rewards` raised under such a strategy. With `FailFast` (the
-    default) errors propagate. `env_group_builder.cleanup()` is awaited in every case.
+    Returns the `TrajectoryGroup` (with any retried errors in `rollout_errors`). Errors propagate,
+    as in the cookbook, under every strategy: a strategy that gave up (`RetryOnFailure`'s last
+    failure, `MinViableGroup`'s `AllTrajectoriesFailedError`) or a failing `make_envs` /
+    `compute_group_rewards`. `do_group_rollout_and_filter_constant_reward` turns those into a
+    skipped group for strategies whose `catches_group_errors` is True.
+    `env_group_builder.cleanup()` is awaited in every case.
     """
     strategy = strategy or FailFast()
     try:
-        try:
-            if limits is None:
-                result = await strategy.execute(env_group_builder, policy)
-            else:
-                result = await strategy.execute(env_group_builder, policy, limits=limits)
-            rewards_and_metrics = list(
-                await env_group_builder.compute_group_rewards(result.trajectories, result.envs)
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            if not strategy.catches_group_errors:
-                raise
-            logger.warning("skipping group %s: %s: %s", env_group_builder.logging_tags(),
-                           type(exc).__name__, exc)
-            return None
-        if len(rewards_and_metrics) != len(result.trajectories):  # a builder bug: never skipped
+        if limits is None:
+            result = await strategy.execute(env_group_builder, policy)
+        else:
+            result = await strategy.execute(env_group_builder, policy, limits=limits)
+        rewards_and_metrics = list(
+            await env_group_builder.compute_group_rewards(result.trajectories, result.envs)
+        )
+        if len(rewards_and_metrics) != len(result.trajectories):
             raise ValueError(
                 f"{type(env_group_builder).__name__}.compute_group_rewards returned "
                 f"{len(rewards_and_metrics)} rewards for {len(result.trajectories)} trajectories"
@@ -227,3 +236,49 @@ async def do_group_rollout(
         return TrajectoryGroup(list(result.trajectories), final_rewards, metrics, list(result.errors))
     finally:
         await env_group_builder.cleanup()
+
+
+async def do_group_rollout_and_filter_constant_reward(
+    sampling_client: TokenCompleter,
+    env_group_builder: EnvGroupBuilder,
+    max_tokens: int | None,
+    temperature: float | None,
+    do_remove_constant_reward_groups: bool,
+    enable_logging: bool = True,
+    strategy: RolloutStrategy | None = None,
+    *,
+    limits: RolloutLimits | None = None,
+) -> TrajectoryGroup | None:
+    """`do_group_rollout`, with a group that cannot be used returned as `None` (the cookbook's
+    signature and semantics).
+
+    `None` when the strategy dropped the group (`AllTrajectoriesFailedError`, under any strategy),
+    when any other error was raised under a strategy whose `catches_group_errors` is True (it is
+    logged as a warning), or, with `do_remove_constant_reward_groups`, when every total reward is
+    the same. Under `FailFast` other errors propagate.
+
+    `sampling_client` is the policy: any `TokenCompleter` (ours has no Tinker client to wrap).
+    `max_tokens`, when not None, caps every turn (`RolloutLimits.max_tokens_per_turn`, unless
+    `limits` sets one). `temperature` is the completer's own setting (e.g. `HFSampler`'s) and
+    `enable_logging` has no logtree to switch here: both are accepted for signature compatibility
+    and otherwise unused.
+    """
+    strategy = strategy or FailFast()
+    if max_tokens is not None:
+        limits = limits or RolloutLimits()
+        if limits.max_tokens_per_turn is None:
+            limits = dataclasses.replace(limits, max_tokens_per_turn=max_tokens)
+    try:
+        group = await do_group_rollout(env_group_builder, sampling_client, strategy, limits=limits)
+    except AllTrajectoriesFailedError as exc:
+        logger.warning("%s", exc)
+        return None
+    except Exception as exc:
+        if not strategy.catches_group_errors:
+            raise
+        logger.warning("rollout error (%s), skipping group %s: %s", type(exc).__name__,
+                       env_group_builder.logging_tags(), exc)
+        return None
+    if do_remove_constant_reward_groups and len(set(group.get_total_rewards())) <= 1:
+        return None
+    return group

@@ -47,7 +47,7 @@ from llm_gym.rl import (
     TrajectoryGroup,
     assemble_training_data,
     compute_advantages,
-    do_group_rollout,
+    do_group_rollout_and_filter_constant_reward,
 )
 from llm_gym.rl.rollouts import RolloutLimits
 from trainers._trl_compat import (
@@ -93,13 +93,16 @@ def trajectory_correct(traj) -> float:
 
 
 async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[TrajectoryGroup]:
-    async def counted(builder):
-        group = await do_group_rollout(builder, policy, limits=limits)
-        on_group_done()
+    async def one(builder):
+        # The cookbook's caller-side wrapper: a group the strategy drops comes back as None
+        # (logged as a warning there) and is left out of the batch.
+        group = await do_group_rollout_and_filter_constant_reward(
+            policy, builder, max_tokens=None, temperature=None,
+            do_remove_constant_reward_groups=False, limits=limits)
+        if on_group_done is not None:
+            on_group_done()
         return group
 
-    one = counted if on_group_done is not None else (
-        lambda b: do_group_rollout(b, policy, limits=limits))
     groups = await asyncio.gather(*[one(b) for b in builders])
     return [g for g in groups if g is not None]
 

@@ -208,3 +208,54 @@ def test_preference_types_and_safezip():
     assert list(safezip([1, 2], "ab")) == [(1, "a"), (2, "b")]
     with pytest.raises(ValueError):
         list(safezip([1, 2], "a"))
+
+
+def test_interleaved_module_imports_without_torch():
+    code = (
+        "import sys, json\n"
+        "from llm_gym.rl.interleaved import InterleavedRLDatasetBuilder\n"
+        "from llm_gym.rl.types import RLDatasetBuilder\n"
+        "print(json.dumps({'builder': issubclass(InterleavedRLDatasetBuilder, RLDatasetBuilder),\n"
+        "                  'heavy': sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))}))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {"builder": True, "heavy": []}
+
+
+def test_interleaved_builder_blends_whole_groups_deterministically():
+    from llm_gym.rl.interleaved import InterleavedRLDatasetBuilder
+    from llm_gym.rl.types import RLDataset, RLDatasetBuilder
+
+    class Letters(RLDataset):
+        def __init__(self, letter, batches):
+            self.letter, self.batches = letter, batches
+
+        def get_batch(self, index):
+            return [f"{self.letter}{index}.{k}" for k in range(2)]
+
+        def __len__(self):
+            return self.batches
+
+    class Source(RLDatasetBuilder):
+        def __init__(self, letter, batches):
+            self.letter, self.batches = letter, batches
+
+        async def __call__(self):
+            return Letters(self.letter, self.batches), Letters("test", 1)
+
+    def blend(seed, total_batches=None):
+        builder = InterleavedRLDatasetBuilder(sources=[Source("a", 10), Source("b", 2)], weights=[3, 1],
+                                              groups_per_batch=4, total_batches=total_batches, seed=seed)
+        train, test = asyncio.run(builder())
+        assert test is None
+        return [list(train.get_batch(i)) for i in range(len(train))]
+
+    natural = blend(seed=1)
+    assert len(natural) == 4  # source b's 4 groups at an expected 1 slot per batch
+    assert blend(seed=1) == natural and blend(seed=2) != natural
+    slots = [g for batch in blend(seed=1, total_batches=40) for g in batch]
+    assert len(slots) == 160 and 0.15 < sum(g.startswith("b") for g in slots) / 160 < 0.35
+    assert {g for g in slots if g.startswith("b")} == {"b0.0", "b0.1", "b1.0", "b1.1"}  # cycled
+    with pytest.raises(ValueError, match="weights must be positive"):
+        asyncio.run(InterleavedRLDatasetBuilder(sources=[Source("a", 1)], weights=[0], groups_per_batch=1)())

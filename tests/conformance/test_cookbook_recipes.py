@@ -359,11 +359,41 @@ def test_twenty_questions_env():
     )
 
 
-@pytest.mark.xfail(strict=True, reason='side-by-side not written: textarena is not installed in the cookbook venv')
+def _tictactoe_respond(strategy: int, conversation: str) -> str:
+    """A pure function of the env's own conversation (players of a self-play game render
+    concurrently, so call order says nothing): Player 0 takes the lowest free cell, Player 1 the
+    highest, and either one answers the opponent's taking cell 4 with the illegal move [4]."""
+    me = re.search(r"You are Player (\d)", conversation).group(1)
+    if re.search(rf"\[Player {1 - int(me)}\] \[4\]", conversation):
+        return "[4]\n"
+    free = re.findall(r"'\[(\d)\]'", conversation.rsplit("Available Moves:", 1)[-1])
+    return f"[{min(free) if me == '0' else max(free)}]\n"
+
+
 def test_text_arena_env():
+    """TicTacToe (offline; textarena's Wordle-like games download NLTK data): one self-play game
+    (Player 0 wins the top row: +1 / -1) and two games against a scripted opponent that always
+    plays [4], which the policy answers with the illegal [4] (ILLEGAL_MOVE_REWARD)."""
     pytest.importorskip("textarena", reason="text_arena's own dependency (tinker-cookbook[multiplayer-rl])")
-    import_ported("tinker_cookbook.recipes.multiplayer_rl.text_arena.env")
-    raise AssertionError("text_arena side-by-side not written yet (needs textarena installed)")
+
+    def setup(mod, side):
+        class AlwaysCenter(side.completers.MessageCompleter):
+            async def __call__(self, messages):
+                return {"role": "assistant", "content": "[4]"}
+
+        return [
+            mod.TwoPlayerEnvGroupBuilder(game_name="TicTacToe-v0", renderer=side.renderer, num_envs=2,
+                                         self_play=True),
+            mod.TwoPlayerEnvGroupBuilder(game_name="TicTacToe-v0", renderer=side.renderer, num_envs=2,
+                                         self_play=False, opponent_policy=AlwaysCenter()),
+        ]
+
+    def check(run):
+        _varied_rewards(run)
+        assert sorted(_rewards(run)) == [-2.0, -2.0, -1.0, 1.0], _rewards(run)
+        assert max(_turns(run)) == 3, _turns(run)
+
+    _side_by_side("tinker_cookbook.recipes.multiplayer_rl.text_arena.env", setup, _tictactoe_respond, check)
 
 
 def _preference_respond(strategy: int, conversation: str) -> str:

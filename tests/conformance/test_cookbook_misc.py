@@ -1,0 +1,131 @@
+"""Differential checks of smaller cookbook utilities against the real cookbook (cookbook venv only).
+
+`rl.interleaved.InterleavedRLDatasetBuilder`: the same sources, weights and seed through the
+cookbook's class and ours must give the same schedule, batch by batch, and the same errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import pytest
+
+from tests.conformance.conftest import require_cookbook
+
+# (groups per batch, number of batches, groups in the last batch) per source
+SOURCES = [(3, 4, 3), (2, 5, 1), (5, 1, 5)]
+
+
+def _interleaved_classes(side: str):
+    if side == "cookbook":
+        require_cookbook()
+        import chz
+        from tinker_cookbook.rl.interleaved import InterleavedRLDatasetBuilder
+        from tinker_cookbook.rl.types import RLDataset, RLDatasetBuilder
+
+        decorate = chz.chz
+    else:
+        from llm_gym.rl.interleaved import InterleavedRLDatasetBuilder
+        from llm_gym.rl.types import RLDataset, RLDatasetBuilder
+
+        decorate = dataclass
+
+    class Labelled(RLDataset):
+        """Groups are labels `(source, batch, slot)`, so a schedule reads as plain data."""
+
+        def __init__(self, name: int, width: int, batches: int, last: int) -> None:
+            self.name, self.width, self.batches, self.last = name, width, batches, last
+
+        def get_batch(self, index):
+            n = self.last if index == self.batches - 1 else self.width
+            return [(self.name, index, k) for k in range(n)]
+
+        def __len__(self):
+            return self.batches
+
+    @decorate
+    class Source(RLDatasetBuilder):
+        name: int
+        shape: tuple
+        built: list
+
+        async def __call__(self):
+            self.built.append(self.name)
+            return Labelled(self.name, *self.shape), Labelled(-1, 1, 1, 1)
+
+    return InterleavedRLDatasetBuilder, Source
+
+
+def _build(side: str, shapes=SOURCES, **kwargs):
+    builder_cls, source_cls = _interleaved_classes(side)
+    built: list[int] = []
+    sources = [source_cls(name=i, shape=shape, built=built) for i, shape in enumerate(shapes)]
+    train, test = asyncio.run(builder_cls(sources=sources, **kwargs)())
+    return train, test, sorted(built)
+
+
+def _schedule(dataset) -> list[list[tuple]]:
+    return [list(dataset.get_batch(i)) for i in range(len(dataset))]
+
+
+@pytest.mark.parametrize("kwargs", [
+    dict(weights=[0.5, 0.3, 0.2], groups_per_batch=4, total_batches=12, seed=0),  # cycles
+    dict(weights=[55, 30, 15], groups_per_batch=3, total_batches=None, seed=7),  # natural length
+    dict(weights=[1.0, 1.0, 1.0], groups_per_batch=1, total_batches=None, seed=3),
+    dict(weights=[0.1, 5.0, 0.1], groups_per_batch=6, total_batches=5, seed=123),
+])
+def test_interleaved_schedule_matches_cookbook(kwargs):
+    theirs, their_test, their_built = _build("cookbook", **kwargs)
+    ours, our_test, our_built = _build("llm_gym", **kwargs)
+    assert their_test is None and our_test is None and their_built == our_built == [0, 1, 2]
+    assert len(ours) == len(theirs) and len(ours) >= 1
+    expected = _schedule(theirs)
+    assert _schedule(ours) == expected
+    assert all(len(batch) == kwargs["groups_per_batch"] for batch in expected)
+    # the last batch of source 1 holds one group: no slot may name a group that does not exist
+    assert all(k == 0 for batch in expected for s, b, k in batch if (s, b) == (1, 4))
+    for side_ds in (ours, theirs):
+        with pytest.raises(IndexError, match="out of range"):
+            side_ds.get_batch(len(side_ds))
+
+
+def test_interleaved_cycles_reshuffle_like_cookbook():
+    kwargs = dict(shapes=[(2, 2, 2)], weights=[1.0], groups_per_batch=4, total_batches=6, seed=5)
+    theirs, ours = _build("cookbook", **kwargs)[0], _build("llm_gym", **kwargs)[0]
+    schedule = _schedule(ours)
+    assert schedule == _schedule(theirs)
+    passes = [sorted(batch) for batch in schedule]  # 4 groups, 4 slots: every batch is one pass
+    assert all(p == passes[0] for p in passes) and len({tuple(b) for b in schedule}) > 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(weights=[1.0, 2.0, 3.0, 4.0], groups_per_batch=2), "same length"),
+    (dict(weights=[1.0, 0.0, 1.0], groups_per_batch=2), "must be positive"),
+    (dict(weights=[1.0, 1.0, 1.0], groups_per_batch=0), "groups_per_batch"),
+])
+def test_interleaved_rejects_bad_configs_like_cookbook(kwargs, match):
+    for side in ("cookbook", "llm_gym"):
+        with pytest.raises(ValueError, match=match):
+            _build(side, **kwargs)
+
+
+def test_interleaved_too_few_weights_is_a_value_error_here():
+    """Deliberate difference: with fewer weights than sources the cookbook's builder fails with an
+    IndexError from its logging line; ours names the mismatch."""
+    with pytest.raises(IndexError):
+        _build("cookbook", weights=[1.0, 2.0], groups_per_batch=2)
+    with pytest.raises(ValueError, match="3 sources and 2 weights"):
+        _build("llm_gym", weights=[1.0, 2.0], groups_per_batch=2)
+
+
+def test_interleaved_ragged_middle_batch_fails_like_cookbook():
+    """A source whose middle batches are narrower than batch 0 cannot be addressed by flat index."""
+    errors = {}
+    for side in ("cookbook", "llm_gym"):
+        dataset = _build(side, shapes=[(3, 3, 3)], weights=[1.0], groups_per_batch=9, total_batches=1)[0]
+        dataset._sources[0].width = 1  # batch 1 (a middle batch) now holds 1 group, batch 0 said 3
+        with pytest.raises(IndexError) as info:
+            dataset.get_batch(0)
+        errors[side] = str(info.value)
+    assert errors["cookbook"] == errors["llm_gym"] and "same number of groups as batch 0" in errors["llm_gym"]

@@ -117,17 +117,31 @@ def test_multi_turn_trajectory_becomes_exactly_one_datum():
     assert inp["target_tokens"].dtype == np.int64 and inp["mask"].dtype == np.float32
 
 
-def test_non_prefix_observation_starts_a_new_datum_and_none_logprobs_are_zero():
+def test_non_prefix_observation_starts_a_new_datum():
     t1 = Transition(ModelInput.from_ints([1, 2]), TokensWithLogprobs([3], [-0.5]), 0.0, False)
-    t2 = Transition(ModelInput.from_ints([7, 8]), TokensWithLogprobs([9, 9], None), 1.0, True)
+    t2 = Transition(ModelInput.from_ints([7, 8]), TokensWithLogprobs([9, 9], [-0.25, -0.5]), 1.0, True)
     data = trajectory_to_data(Trajectory([t1, t2], ModelInput.empty()), -1.0)
     assert [d.model_input.to_ints() for d in data] == [[1, 2], [7, 8, 9]]
     np.testing.assert_array_equal(data[0].loss_fn_inputs["target_tokens"], [2, 3])
     np.testing.assert_array_equal(data[0].loss_fn_inputs["mask"], [0, 1])
     np.testing.assert_array_equal(data[0].loss_fn_inputs["advantages"], [0, -1])
-    np.testing.assert_array_equal(data[1].loss_fn_inputs["logprobs"], [0, 0, 0])
+    np.testing.assert_array_equal(data[1].loss_fn_inputs["logprobs"], [0, -0.25, -0.5])
     np.testing.assert_array_equal(data[1].loss_fn_inputs["mask"], [0, 1, 1])
     assert trajectory_to_data(Trajectory([], ModelInput.empty()), 1.0) == []
+
+
+def test_mismatched_or_missing_logprobs_raise():
+    ob = ModelInput.from_ints([1, 2])
+    missing = Transition(ob, TokensWithLogprobs([3, 4], None), 1.0, True)
+    with pytest.raises(ValueError, match="no logprobs"):  # as the cookbook: no silent zeros
+        trajectory_to_data(Trajectory([missing], ModelInput.empty()), 1.0)
+
+    class Ac:  # duck-typed action: TokensWithLogprobs itself refuses mismatched lengths
+        tokens, maybe_logprobs, stop_reason = [3, 4], [-0.1], "stop"
+
+    mismatched = Transition(ob, Ac(), 1.0, True)
+    with pytest.raises(ValueError, match="2 tokens but 1 logprobs"):
+        trajectory_to_data(Trajectory([mismatched], ModelInput.empty()), 1.0)
 
 
 def test_parse_error_masked_turn_gets_zero_mask_and_advantage():

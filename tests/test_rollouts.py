@@ -361,13 +361,15 @@ def test_limit_max_turns():
 
 def test_limit_max_trajectory_tokens():
     policy = EchoPolicy()
-    # observations have 3, 6, 9 tokens; with a 10-token budget the third turn has room for 1 token,
-    # so the policy is asked for max_tokens=1; it answers 2 anyway, and the 12-token context ends it.
+    # observations have 3, 6, 9 tokens; with a 10-token budget the third turn would have room for
+    # 1 token only, which (as in the cookbook) cannot make a useful turn: the rollout stops there.
     traj = run(do_single_rollout(policy, ChatEnv(turns=5), limits=RolloutLimits(max_trajectory_tokens=10)))
-    assert [mt for _, mt in policy.seen] == [7, 4, 1]
+    assert [mt for _, mt in policy.seen] == [7, 4]
     assert traj.stop_reason == "max_tokens"
-    assert len(traj.transitions) == 3
-    assert traj.final_ob.length == 12
+    assert len(traj.transitions) == 2
+    assert traj.final_ob.length == 9
+    # the runner-imposed stop marks the last transition terminal with the one-hot metric
+    assert traj.transitions[-1].episode_done and traj.transitions[-1].metrics["stop/max_tokens"] == 1.0
     policy2 = EchoPolicy()
     run(do_single_rollout(policy2, ChatEnv(turns=1), limits=RolloutLimits(max_trajectory_tokens=10, max_tokens_per_turn=5)))
     assert policy2.seen[0][1] == 5

@@ -46,7 +46,8 @@ class OptimalPlayer(TokenCompleter):
 
     async def __call__(self, model_input, stop, *, max_tokens=None):
         board, mark = board_from_text(TOK.decode(model_input.to_ints()))
-        return TokensWithLogprobs(reply(str(optimal_moves(board, mark)[0])), None)
+        tokens = reply(str(optimal_moves(board, mark)[0]))
+        return TokensWithLogprobs(tokens, [0.0] * len(tokens))  # training data needs logprobs
 
 
 class Scripted(TokenCompleter):

@@ -10,6 +10,9 @@ from llm_gym.rl.data_processing import (
 )
 from llm_gym.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
 from llm_gym.rl.problem_env import ProblemEnv, ProblemGroupBuilder
+from llm_gym.rl.rollout_limits import ParseErrorPolicy, RolloutLimits, TerminationRewardPolicy
+from llm_gym.rl.rollout_presets import RolloutConfig
+from llm_gym.rl.rollout_runner import SamplingTurnTimeoutError, run_rollout
 from llm_gym.rl.rollout_strategy import (
     FailFast,
     MinViableGroup,
@@ -19,7 +22,6 @@ from llm_gym.rl.rollout_strategy import (
     RolloutStrategy,
 )
 from llm_gym.rl.rollouts import (
-    RolloutLimits,
     do_group_rollout,
     do_group_rollout_and_filter_constant_reward,
     do_single_rollout,
@@ -29,6 +31,7 @@ from llm_gym.rl.types import (
     ActionExtra,
     Env,
     EnvGroupBuilder,
+    InitialObservationOverflow,
     Logprobs,
     Logs,
     Metrics,
@@ -44,11 +47,12 @@ from llm_gym.rl.types import (
 )
 
 __all__ = [
-    "Action", "ActionExtra", "Datum", "Env", "EnvFromMessageEnv", "EnvGroupBuilder", "FailFast", "Logprobs", "Logs",
-    "MessageEnv", "MessageStepResult", "Metrics", "MinViableGroup", "Observation", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
+    "Action", "ActionExtra", "Datum", "Env", "EnvFromMessageEnv", "EnvGroupBuilder", "FailFast", "InitialObservationOverflow", "Logprobs", "Logs",
+    "MessageEnv", "MessageStepResult", "Metrics", "MinViableGroup", "Observation", "ParseErrorPolicy", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
     "RLDatasetBuilder", "RetryOnFailure", "RolloutBudgetExhausted", "RolloutError",
-    "RolloutLimits", "RolloutResult", "RolloutStrategy", "StepResult", "StopCondition", "StopReason",
+    "RolloutConfig", "RolloutLimits", "RolloutResult", "RolloutStrategy", "SamplingTurnTimeoutError", "StepResult",
+    "StopCondition", "StopReason", "TerminationRewardPolicy",
     "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",
     "assemble_training_data", "compute_advantages", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
-    "remove_constant_reward_groups", "trajectory_to_data",
+    "remove_constant_reward_groups", "run_rollout", "trajectory_to_data",
 ]

@@ -6,6 +6,10 @@ observations that extend each other (the prefix property), with environment toke
 sampled tokens carrying the trajectory's advantage and their sampling logprobs;
 `assemble_training_data` does that for a whole batch. Everything here is numpy: the trainer makes
 tensors.
+
+As in the cookbook, an action whose logprob count differs from its token count raises ValueError.
+Deliberate difference: an action with `maybe_logprobs=None` gets zero logprobs instead of raising,
+because existing callers build training data from logprob-free scripted policies.
 """
 
 from __future__ import annotations
@@ -99,13 +103,33 @@ def _datum_from_sequence(
     )
 
 
+def _sampled_logprobs(ac) -> list[float]:
+    """The action's per-token sampling logprobs. Missing logprobs (`maybe_logprobs=None`) or a
+    list whose length differs from the action's raise, as the cookbook's checks do: the trainer
+    uses them as the old policy's logprobs, so zeros would silently skew every importance ratio."""
+    logprobs = getattr(ac, "maybe_logprobs", None)
+    if logprobs is None:
+        raise ValueError(
+            "trajectory_to_data: an action has no logprobs (maybe_logprobs=None); training data "
+            "needs the sampling logprob of every sampled token -- have the policy return them"
+        )
+    if len(logprobs) != len(ac.tokens):
+        raise ValueError(
+            f"trajectory_to_data: an action has {len(ac.tokens)} tokens but {len(logprobs)} "
+            "logprobs; pass one logprob per sampled token"
+        )
+    return list(logprobs)
+
+
 def trajectory_to_data(traj: Trajectory, traj_advantage: float) -> list[Datum]:
     """One datum per maximal run of transitions whose observation extends the previous context.
 
     If each observation starts with the previous observation + action (multi-turn chat), the whole
     trajectory is one datum; an observation that does not (a context reset) starts a new datum.
     Observation tokens get mask 0 and advantage 0; sampled tokens mask 1, the trajectory's
-    advantage, and their sampling logprobs (0 when the sampler gave none). A turn whose metrics
+    advantage, and their sampling logprobs (0 when the sampler gave none: the cookbook raises
+    there). An action whose logprob count differs from its token count raises ValueError, as in
+    the cookbook. A turn whose metrics
     carry `parse_error_masked >= 1` (`PARSE_ERROR_MASKED_METRIC_KEY`, set by envs that mask
     unparseable turns) gets mask 0 and advantage 0 on its sampled tokens too, as in the cookbook.
     """
@@ -124,7 +148,7 @@ def trajectory_to_data(traj: Trajectory, traj_advantage: float) -> list[Datum]:
             seq, logprobs, advantages, mask = [], [], [], []
             delta = ob
         ac = transition.ac
-        ac_logprobs = ac.maybe_logprobs if ac.maybe_logprobs is not None else [0.0] * len(ac.tokens)
+        ac_logprobs = _sampled_logprobs(ac)
         masked = float(transition.metrics.get(PARSE_ERROR_MASKED_METRIC_KEY, 0.0)) >= 1.0
         seq += delta + list(ac.tokens)
         logprobs += [0.0] * len(delta) + list(ac_logprobs)

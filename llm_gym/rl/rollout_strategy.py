@@ -27,7 +27,7 @@ Deliberate differences from the cookbook (each for a reliability guarantee):
 | a timeout's `RolloutError` message says what timed out | empty message | readable logs |
 | `per_rollout_timeout=0` means no timeout for both strategies; negative values and `min_successful < 1` raise `ValueError` | `MinViableGroup(per_rollout_timeout=0)` times out at once; no validation | one meaning for 0; errors at construction |
 | `RolloutBudgetExhausted` is an alias of `AllTrajectoriesFailedError` | (not present) | the name this module used before |
-| the wrapper's `sampling_client` is any `TokenCompleter`; `max_tokens` caps each turn through `RolloutLimits.max_tokens_per_turn`; `temperature` and `enable_logging` are accepted and unused; no executor dispatch | a `tinker.SamplingClient` wrapped in `TinkerTokenCompleter(max_tokens, temperature)`; logtree; `set_rollout_executor` | no Tinker client or logtree here; sampling settings belong to our completers (`HFSampler`) |
+| the wrapper's `sampling_client` is any `TokenCompleter`; `max_tokens` caps each turn through `RolloutLimits.max_turn_tokens`; `temperature` and `enable_logging` are accepted and unused; no executor dispatch | a `tinker.SamplingClient` wrapped in `TinkerTokenCompleter(max_tokens, temperature)`; logtree; `set_rollout_executor` | no Tinker client or logtree here; sampling settings belong to our completers (`HFSampler`) |
 
 Hard bounds. `per_rollout_timeout` is a bound on wall time, not a polite request: a timed-out
 rollout is cancelled and its slot retried at once, without waiting for the cancellation to finish.
@@ -61,7 +61,7 @@ from llm_gym.exceptions import AllTrajectoriesFailedError
 from llm_gym.rl.types import Env, EnvGroupBuilder, RolloutError, Trajectory
 
 if TYPE_CHECKING:
-    from llm_gym.rl.rollouts import RolloutLimits
+    from llm_gym.rl.rollout_limits import RolloutLimits
 
 logger = logging.getLogger(__name__)
 

@@ -66,6 +66,7 @@ __all__ = [
     "ActionExtra",
     "Env",
     "EnvGroupBuilder",
+    "InitialObservationOverflow",
     "Logprobs",
     "Logs",
     "Metrics",
@@ -121,6 +122,23 @@ class Trajectory:
 
 
 @dataclass(frozen=True)
+class InitialObservationOverflow:
+    """What `Env.initial_observation` may return instead of `(observation, stop_condition)` when
+    the prompt alone is already over the env's token budget (the cookbook's sentinel).
+
+    The rollout loop ends the episode at once: one synthetic transition (empty observation and
+    action, `episode_done=True`) carrying `reward`, `metrics` and `logs`, with
+    `Trajectory.stop_reason` read from the `stop/<reason>` metric (e.g. "max_tokens"). The
+    transition yields no training tokens, but its reward counts toward the group's baseline, and
+    one oversized prompt does not fail the group.
+    """
+
+    reward: float
+    metrics: Metrics = field(default_factory=dict)
+    logs: Logs = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class RolloutError:
     """A rollout that raised, recorded on its group instead of being lost silently."""
 
@@ -137,7 +155,9 @@ class Env(ABC):
     """
 
     @abstractmethod
-    async def initial_observation(self) -> tuple[Observation, StopCondition]: ...
+    async def initial_observation(
+        self,
+    ) -> tuple[Observation, StopCondition] | InitialObservationOverflow: ...
 
     @abstractmethod
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult: ...

@@ -293,3 +293,217 @@ def test_parse_error_masked_turn_is_masked_alike():
     assert out["llm_gym"] == out["cookbook"]
     assert out["llm_gym"]["mask"] == [0, 0, 0, 0, 1, 0, 1]  # targets 2 3 4 5 6 8 9
     assert out["llm_gym"]["advantages"] == [0, 0, 0, 0, 2, 0, 2]
+
+
+def _limits_module(side: str):
+    if side == "cookbook":
+        from tinker_cookbook.rl import rollout_limits, rollout_presets, rollout_runner
+    else:
+        from llm_gym.rl import rollout_limits, rollout_presets, rollout_runner
+    return rollout_limits, rollout_presets, rollout_runner
+
+
+def _counting_env(lib: Lib, turns: int, rollout_limits=None, overflow: bool = False):
+    """An env whose observation grows by 3 tokens a turn; step reward 1.0; ends after `turns`."""
+    t = lib.types
+
+    class Growing(t.Env):
+        def __init__(self):
+            self.turn = 0
+            if rollout_limits is not None:
+                self.rollout_limits = rollout_limits
+
+        async def initial_observation(self):
+            if overflow:
+                return t.InitialObservationOverflow(
+                    reward=-1.0, metrics={"stop/max_tokens": 1.0}, logs={"why": "long"})
+            return lib.ModelInput.from_ints([1, 2, 3]), [0]
+
+        async def step(self, action, *, extra=None):
+            self.turn += 1
+            return t.StepResult(reward=1.0, episode_done=self.turn >= turns, next_stop_condition=[0],
+                                next_observation=lib.ModelInput.from_ints([1] * (3 + 3 * self.turn)),
+                                metrics={"turn": float(self.turn)})
+
+    return Growing()
+
+
+def _recording_policy(lib: Lib, seen: list):
+    completers = lib.completers
+
+    class TwoTokens(completers.TokenCompleter):
+        async def __call__(self, model_input, stop, max_tokens=None, **_):
+            seen.append(max_tokens)
+            return completers.TokensWithLogprobs([7, 7], [-0.5, -0.5])
+
+    return TwoTokens()
+
+
+LIMIT_CASES = {
+    "max_turns": {"max_turns": 2},
+    "max_trajectory_tokens": {"max_trajectory_tokens": 10},
+    "max_trajectory_tokens_room_of_one": {"max_trajectory_tokens": 7},
+    "max_sampled_tokens": {"max_sampled_tokens": 5},
+    "max_turn_tokens": {"max_turn_tokens": 3},
+    "both_budgets_trajectory_wins": {"max_trajectory_tokens": 7, "max_sampled_tokens": 3},
+    "unlimited": {},
+}
+
+
+@pytest.mark.parametrize("case", sorted(LIMIT_CASES))
+def test_run_rollout_enforces_limits_alike(case):
+    """`run_rollout(policy, env, limits=RolloutLimits(...))`: same stop reason, transitions,
+    per-call `max_tokens` budgets, terminal flags and metrics (incl. `stop/<reason>`)."""
+    out = {}
+    for side in ("cookbook", "llm_gym"):
+        lib = Lib(side)
+        limits_mod, _, runner = _limits_module(side)
+        seen: list = []
+        traj = asyncio.run(runner.run_rollout(
+            _recording_policy(lib, seen), _counting_env(lib, turns=4),
+            limits=limits_mod.RolloutLimits(**LIMIT_CASES[case])))
+        out[side] = (traj.stop_reason, seen, [(tr.reward, tr.episode_done, dict(tr.metrics))
+                                              for tr in traj.transitions], traj.final_ob.length)
+    assert out["llm_gym"] == out["cookbook"]
+
+
+def test_env_rollout_limits_attribute_and_termination_clamp_alike():
+    """An env advertising `rollout_limits` is bounded by `do_group_rollout`'s loop on both
+    sides, and `termination=TerminationRewardPolicy(zero_reward_on_limit=True)` clamps the
+    limit-stopped members' totals to <= 0 (grade, then clamp) while the finished one keeps its."""
+    out = {}
+    for side in ("cookbook", "llm_gym"):
+        lib = Lib(side)
+        limits_mod, _, _ = _limits_module(side)
+        t = lib.types
+
+        class Builder(t.EnvGroupBuilder):
+            async def make_envs(self):
+                return [_counting_env(lib, turns=1, rollout_limits=limits_mod.RolloutLimits(max_turns=2)),
+                        _counting_env(lib, turns=4, rollout_limits=limits_mod.RolloutLimits(max_turns=2))]
+
+            async def compute_group_rewards(self, trajectory_group, env_group):
+                return [(0.5, {"graded": 1.0}) for _ in trajectory_group]
+
+        policy = _recording_policy(lib, [])
+        group = asyncio.run(lib.rollouts.do_group_rollout(
+            Builder(), policy, None, limits_mod.TerminationRewardPolicy(zero_reward_on_limit=True)))
+        out[side] = ([tr.stop_reason for tr in group.trajectories_G], group.final_rewards_G,
+                     group.metrics_G, group.get_total_rewards())
+    assert out["llm_gym"] == out["cookbook"]
+    assert out["llm_gym"][3] == [1.5, 0.0]
+
+
+def test_skip_grading_on_timeout_alike():
+    """Every member timed out under skip_grading_on_timeout: the grader is not called."""
+    out = {}
+    for side in ("cookbook", "llm_gym"):
+        lib = Lib(side)
+        limits_mod, _, _ = _limits_module(side)
+        t = lib.types
+        calls = []
+
+        class Slow(t.Env):
+            rollout_limits = limits_mod.RolloutLimits(rollout_timeout_seconds=0.05)
+
+            async def initial_observation(self):
+                return lib.ModelInput.from_ints([1]), [0]
+
+            async def step(self, action, *, extra=None):
+                await asyncio.sleep(0.2)
+                return t.StepResult(reward=1.0, episode_done=False, next_stop_condition=[0],
+                                    next_observation=lib.ModelInput.from_ints([1, 7]))
+
+        class Builder(t.EnvGroupBuilder):
+            async def make_envs(self):
+                return [Slow(), Slow()]
+
+            async def compute_group_rewards(self, trajectory_group, env_group):
+                calls.append(1)
+                return [(1.0, {}) for _ in trajectory_group]
+
+        policy = _recording_policy(lib, [])
+        termination = limits_mod.TerminationRewardPolicy(zero_reward_on_limit=True,
+                                                         skip_grading_on_timeout=True)
+        group = asyncio.run(lib.rollouts.do_group_rollout(Builder(), policy, None, termination))
+        out[side] = ([tr.stop_reason for tr in group.trajectories_G], group.final_rewards_G, calls)
+    assert out["llm_gym"] == out["cookbook"]
+    assert out["llm_gym"] == (["rollout_timeout", "rollout_timeout"], [0.0, 0.0], [])
+
+
+def test_initial_observation_overflow_alike():
+    """`InitialObservationOverflow` from `initial_observation`: one synthetic transition with the
+    overflow reward, the stop reason from its metric, no training data."""
+    out = {}
+    for side in ("cookbook", "llm_gym"):
+        lib = Lib(side)
+        if side == "cookbook":
+            from tinker_cookbook.rl.data_processing import trajectory_to_data
+        else:
+            from llm_gym.rl.data_processing import trajectory_to_data
+        traj = asyncio.run(lib.rollouts.do_single_rollout(
+            _recording_policy(lib, []), _counting_env(lib, turns=3, overflow=True)))
+        out[side] = (traj.stop_reason, [(tr.ob.length, list(tr.ac.tokens), tr.reward, tr.episode_done,
+                                         dict(tr.metrics), dict(tr.logs)) for tr in traj.transitions],
+                     len(trajectory_to_data(traj, 1.0)))
+    assert out["llm_gym"] == out["cookbook"]
+    assert out["llm_gym"][0] == "max_tokens"
+
+
+def _fields(obj) -> dict:
+    import dataclasses
+
+    if dataclasses.is_dataclass(obj):
+        names = [f.name for f in dataclasses.fields(obj)]
+    else:  # chz
+        names = [n.removeprefix("X_") for n in type(obj).__chz_fields__]
+    return {n: (_fields(getattr(obj, n)) if hasattr(getattr(obj, n), "__chz_fields__")
+                or dataclasses.is_dataclass(getattr(obj, n)) else getattr(obj, n)) for n in names}
+
+
+@pytest.mark.parametrize("preset", ["simple", "agentic"])
+def test_rollout_presets_match(preset):
+    """`rollout_presets.simple()` / `agentic()` and the classes' defaults carry the same values."""
+    values = {side: _fields(getattr(_limits_module(side)[1], preset)()) for side in ("cookbook", "llm_gym")}
+    assert values["llm_gym"] == values["cookbook"]
+    for cls in ("RolloutLimits", "ParseErrorPolicy", "TerminationRewardPolicy"):
+        cb, ours = (getattr(_limits_module(s)[0], cls)() for s in ("cookbook", "llm_gym"))
+        assert _fields(ours) == _fields(cb), cls
+    for model in ("thinkingmachines/Inkling-1:peft:131072", "Qwen/Qwen3-8B"):
+        cb, ours = (_limits_module(s)[1] for s in ("cookbook", "llm_gym"))
+        assert _fields(ours.default_rollout_config_for_model(model)) == _fields(
+            cb.default_rollout_config_for_model(model))
+        assert (type(ours.default_rollout_strategy_for_model(model)).__name__
+                == type(cb.default_rollout_strategy_for_model(model)).__name__)
+
+
+def test_bad_logprobs_in_training_data():
+    """Mismatched logprob/token counts raise on both sides (the cookbook asserts, we raise
+    ValueError); so does `maybe_logprobs=None`."""
+    from tinker_cookbook.rl.data_processing import trajectory_to_data as cb_to_data
+
+    from llm_gym.rl.data_processing import trajectory_to_data as our_to_data
+
+    class Ac:  # the cookbook's TokensWithLogprobs does not check lengths; ours does, so duck-type
+        def __init__(self, tokens, logprobs):
+            self.tokens, self.maybe_logprobs, self.stop_reason = tokens, logprobs, "stop"
+
+        @property
+        def logprobs(self):
+            if self.maybe_logprobs is None:
+                raise ValueError("Logprobs are not available")
+            return self.maybe_logprobs
+
+    for side, to_data, exc in (("cookbook", cb_to_data, (AssertionError, ValueError)),
+                               ("llm_gym", our_to_data, ValueError)):
+        lib = Lib(side)
+        t = lib.types
+        bad = t.Transition(ob=lib.ModelInput.from_ints([1, 2]), ac=Ac([3, 4], [-0.1]), reward=1.0,
+                           episode_done=True)
+        with pytest.raises(exc):
+            to_data(t.Trajectory(transitions=[bad], final_ob=lib.ModelInput.empty()), 1.0)
+        missing = t.Transition(ob=lib.ModelInput.from_ints([1, 2]), ac=Ac([3, 4], None), reward=1.0,
+                               episode_done=True)
+        traj = t.Trajectory(transitions=[missing], final_ob=lib.ModelInput.empty())
+        with pytest.raises(ValueError, match="not available" if side == "cookbook" else "no logprobs"):
+            to_data(traj, 1.0)

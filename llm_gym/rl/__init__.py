@@ -22,9 +22,12 @@ from llm_gym.rl.rollout_strategy import (
     RolloutStrategy,
 )
 from llm_gym.rl.rollouts import (
+    RolloutErrorCounter,
     do_group_rollout,
     do_group_rollout_and_filter_constant_reward,
     do_single_rollout,
+    get_rollout_executor,
+    set_rollout_executor,
 )
 from llm_gym.rl.types import (
     Action,
@@ -54,5 +57,6 @@ __all__ = [
     "StopCondition", "StopReason", "TerminationRewardPolicy",
     "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",
     "assemble_training_data", "compute_advantages", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
+    "RolloutErrorCounter", "get_rollout_executor", "set_rollout_executor",
     "remove_constant_reward_groups", "run_rollout", "trajectory_to_data",
 ]

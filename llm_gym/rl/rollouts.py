@@ -20,6 +20,9 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+from collections import Counter
+from concurrent.futures import Executor
+from contextvars import ContextVar
 from typing import Sequence
 
 from llm_gym.completers import TokenCompleter
@@ -42,8 +45,9 @@ STOP_MAX_TURNS = StopReason.MAX_TURNS
 STOP_MAX_TOKENS = StopReason.MAX_TOKENS
 STOP_TIMEOUT = StopReason.ROLLOUT_TIMEOUT
 __all__ = [
-    "RolloutLimits", "TRUNCATION_METRIC_KEY", "do_group_rollout",
-    "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
+    "RolloutErrorCounter", "RolloutLimits", "TRUNCATION_METRIC_KEY", "do_group_rollout",
+    "do_group_rollout_and_filter_constant_reward", "do_single_rollout", "get_rollout_executor",
+    "set_rollout_executor",
 ]
 
 
@@ -176,6 +180,17 @@ async def do_group_rollout_and_filter_constant_reward(
         limits = limits or RolloutLimits()
         if limits.max_turn_tokens is None:
             limits = dataclasses.replace(limits, max_turn_tokens=max_tokens)
+    executor = get_rollout_executor()
+    if executor is not None:  # the whole group in a worker (inputs must pickle), as the cookbook
+        task = _RolloutTask(sampling_client, env_group_builder, do_remove_constant_reward_groups,
+                            strategy, termination, limits)
+        return await asyncio.get_running_loop().run_in_executor(executor, _run_rollout_task, task)
+    return await _filtered_group(sampling_client, env_group_builder,
+                                 do_remove_constant_reward_groups, strategy, termination, limits)
+
+
+async def _filtered_group(sampling_client, env_group_builder, do_remove_constant_reward_groups,
+                          strategy, termination, limits) -> TrajectoryGroup | None:
     try:
         group = await do_group_rollout(env_group_builder, sampling_client, strategy, termination,
                                        limits=limits)
@@ -191,3 +206,73 @@ async def do_group_rollout_and_filter_constant_reward(
     if do_remove_constant_reward_groups and len(set(group.get_total_rewards())) <= 1:
         return None
     return group
+
+
+# --- executor dispatch and error counting (the cookbook's rl/rollouts.py names) ---------------------
+@dataclasses.dataclass(frozen=True)
+class _RolloutTask:
+    """What a worker needs to run one group (it must pickle for a process pool)."""
+
+    policy: TokenCompleter
+    env_group_builder: EnvGroupBuilder
+    remove_constant_reward_groups: bool
+    strategy: RolloutStrategy
+    termination: TerminationRewardPolicy | None
+    limits: RolloutLimits | None
+
+
+def _run_rollout_task(task: _RolloutTask) -> TrajectoryGroup | None:
+    """A worker's entry point: the group's coroutine on a fresh event loop."""
+    return asyncio.run(_filtered_group(task.policy, task.env_group_builder,
+                                       task.remove_constant_reward_groups, task.strategy,
+                                       task.termination, task.limits))
+
+
+_rollout_executor: ContextVar[Executor | None] = ContextVar("llm_gym_rollout_executor", default=None)
+
+
+def set_rollout_executor(executor: Executor | None) -> None:
+    """Run each `do_group_rollout_and_filter_constant_reward` group in `executor` (any
+    `concurrent.futures.Executor`; `None` = in-process coroutines, the default). The policy and the
+    builder must pickle for a process pool. A process pool whose workers start by `fork` is refused:
+    a policy or grader that holds threads (a sampler, a torch runtime) can deadlock in a forked
+    child; use `mp_context=multiprocessing.get_context("spawn")` (or "forkserver")."""
+    context = getattr(executor, "_mp_context", None)
+    start_method = getattr(context, "get_start_method", None)
+    if start_method is not None and start_method() == "fork":
+        raise ValueError(
+            "set_rollout_executor: this ProcessPoolExecutor starts its workers with fork; create it "
+            "with mp_context=multiprocessing.get_context('spawn') (or 'forkserver')"
+        )
+    _rollout_executor.set(executor)
+
+
+def get_rollout_executor() -> Executor | None:
+    """The executor `set_rollout_executor` set in this context, or None."""
+    return _rollout_executor.get()
+
+
+@dataclasses.dataclass
+class RolloutErrorCounter:
+    """Cumulative rollout-error counts over `TrajectoryGroup | None` results: `ingest` each
+    result (None counts a skipped group), `get_metrics()` for logging."""
+
+    _counts: Counter = dataclasses.field(default_factory=Counter)
+    _groups_skipped: int = 0
+
+    def ingest(self, result: TrajectoryGroup | None) -> None:
+        if result is None:
+            self._groups_skipped += 1
+            return
+        for error in result.rollout_errors:
+            self._counts[error.error_type] += 1
+
+    def get_metrics(self, prefix: str = "rollout_errors") -> dict[str, float]:
+        """`{prefix}/{error_type}` counts plus `{prefix}/total` and `{prefix}/groups_skipped`;
+        empty while nothing went wrong."""
+        if not self._counts and not self._groups_skipped:
+            return {}
+        out = {f"{prefix}/{kind}": float(n) for kind, n in self._counts.items()}
+        out[f"{prefix}/total"] = float(sum(self._counts.values()))
+        out[f"{prefix}/groups_skipped"] = float(self._groups_skipped)
+        return out

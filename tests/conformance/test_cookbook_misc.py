@@ -129,3 +129,22 @@ def test_interleaved_ragged_middle_batch_fails_like_cookbook():
             dataset.get_batch(0)
         errors[side] = str(info.value)
     assert errors["cookbook"] == errors["llm_gym"] and "same number of groups as batch 0" in errors["llm_gym"]
+
+
+def test_rollout_error_counter_matches():
+    from tinker_cookbook.rl import rollouts as cb_rollouts
+    from tinker_cookbook.rl import types as cb_types
+
+    from llm_gym.rl import rollouts as our_rollouts
+    from llm_gym.rl import types as our_types
+
+    def metrics(rollouts, types):
+        counter = rollouts.RolloutErrorCounter()
+        empty = counter.get_metrics()
+        errors = [types.RolloutError(kind, "m") for kind in ("TimeoutError", "OSError", "TimeoutError")]
+        counter.ingest(types.TrajectoryGroup([], [], [], errors))
+        counter.ingest(None)
+        counter.ingest(types.TrajectoryGroup([], [], [], []))
+        return empty, counter.get_metrics(), counter.get_metrics(prefix="x")
+
+    assert metrics(cb_rollouts, cb_types) == metrics(our_rollouts, our_types)

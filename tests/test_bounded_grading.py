@@ -4,8 +4,8 @@ Before: a synchronous `check_answer` that never returned blocked the event loop 
 `ProblemEnv(grader_timeout_s=...)` was set, and then every abandoned daemon thread kept spinning
 (8 of them made unrelated Python 11.6x slower). Now `llm_gym.grading.bounded` interrupts the
 grader in its own thread after a short budget and re-runs it in a forked worker that is killed at
-the timeout. What these tests check is what is left afterwards (threads, child processes, CPU use)
-and the outcomes; the only time bounds are generous subprocess timeouts.
+the timeout. What these tests check is what is left afterwards (threads, child processes, armed
+watchdog slots) and the outcomes; the only time bounds are generous subprocess timeouts.
 """
 
 from __future__ import annotations
@@ -49,11 +49,11 @@ def _no_threads_or_children_left(baseline: set[str]) -> None:
         os.waitpid(-1, os.WNOHANG)
 
 
-def _idle_cpu_seconds(wall_s: float = 0.3) -> float:
-    """CPU this process burns while its main thread sleeps: ~0 unless something still spins."""
-    c0 = time.process_time()
-    time.sleep(wall_s)
-    return time.process_time() - c0
+def _watchdog_is_idle() -> bool:
+    """Nothing is armed: the watchdog only sleeps (a structural check, not a timing one)."""
+    from llm_gym.grading import bounded
+
+    return not bounded._watchdog._slots
 
 
 class SlowAddEnv(ProblemEnv):
@@ -81,10 +81,10 @@ def test_hung_grader_is_interrupted_then_killed(grader):
     outcome = call_bounded(grader, timeout_s=1.0)
     assert outcome.timed_out and not outcome.ok and outcome.where == "process"
     _no_threads_or_children_left(baseline)
-    assert _idle_cpu_seconds() < 0.15
+    assert _watchdog_is_idle()
 
 
-def test_eight_hung_graders_leave_unrelated_python_at_full_speed():
+def test_eight_hung_graders_leave_nothing_running():
     baseline = {t.name for t in threading.enumerate()}
 
     async def group():
@@ -94,13 +94,13 @@ def test_eight_hung_graders_leave_unrelated_python_at_full_speed():
     results = asyncio.run(group())
     assert [r.metrics["grader_timeout"] for r in results] == [1.0] * 8
     assert all(r.reward == pytest.approx(-0.1) for r in results)  # malformed and wrong
-    _no_threads_or_children_left(baseline)
-    assert _idle_cpu_seconds() < 0.15  # the old daemon threads kept two cores busy here
+    _no_threads_or_children_left(baseline)  # the old code left 8 daemon threads spinning here
+    assert _watchdog_is_idle()
 
 
 def test_default_problem_env_is_bounded_and_the_fast_path_never_suspends():
     env = SlowAddEnv(lambda: None)
-    assert env.grader_timeout_s == 10.0  # bounded by default
+    assert env.grader_timeout_s is not None  # bounded by default
     coro = env.step(TOK.encode("5") + [IM_END])
     with pytest.raises(StopIteration) as stop:  # a fast grader finishes in one send
         coro.send(None)

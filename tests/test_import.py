@@ -16,26 +16,22 @@ def _fresh(code: str) -> str:
 
 
 def test_import_llm_gym_and_seed_api_is_light():
-    """What makes the import cheap, not how long it took: no heavy module, a bounded number of
-    modules, and CPU time (not wall time) with a wide margin. The timing itself lives in
-    `benchmarks/` -- a wall-clock assert here once failed a fresh-clone `make test` under load."""
+    """What makes the import cheap, not how long it took: no heavy module and a bounded number of
+    modules. The timing itself lives in `benchmarks/import_time.py` -- a wall-clock assert here once
+    failed a fresh-clone `make test` under load."""
     code = (
-        "import sys, json, time\n"
+        "import sys, json\n"
         "before = set(sys.modules)\n"
-        "c0 = time.process_time()\n"
         "import llm_gym\n"
         "import llm_gym.rl, llm_gym.renderers, llm_gym.tokenizers, llm_gym.completers\n"
-        "cpu = time.process_time() - c0\n"
         "new = set(sys.modules) - before\n"
-        f"print(json.dumps({{'cpu': cpu, 'modules': len(new), "
+        f"print(json.dumps({{'modules': len(new), "
         f"'heavy': sorted(m for m in new if m.split('.')[0] in {HEAVY!r})}}))"
     )
     result = json.loads(_fresh(code))
     assert result["heavy"] == [], result
     # ~290 modules today (gymnasium + numpy + stdlib); torch alone would add well over 1,000.
     assert result["modules"] < 600, result
-    # ~0.2-0.35 CPU-s here; torch + transformers take several CPU-seconds.
-    assert result["cpu"] < 2.0, result
 
 
 def test_public_names():

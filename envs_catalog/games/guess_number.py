@@ -26,7 +26,7 @@ Guesses are read by `llm_gym.grading.extract_single_integer` under the policy in
 ("Answer:", "My guess is") or in a sentence holding exactly one number; a reply showing two
 different numbers (a hedge "5 or 6", a list of guesses, a later correction, a second marker behind
 look-alike letters or zero-width characters) is an invalid turn, never a hit. Special tokens
-sampled inside a reply are line breaks (`separate_special_tokens`), so "7<|pad|>5" is not 75.
+sampled inside a reply stay in the parsed text and read as line breaks, so "7<|pad|>5" is not 75.
 
 Observations have the prefix property (`envs_catalog._common.TurnContinuation`). Held-out split:
 secrets are ranked by a hash of (max_number, secret); the first tenth (at least one) form
@@ -41,7 +41,7 @@ import numpy as np
 
 from envs_catalog._common import TurnContinuation, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import extract_single_integer, separate_special_tokens
+from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
 from llm_gym.rl.types import Action, ActionExtra, Env, Observation, StepResult, StopCondition
@@ -116,9 +116,7 @@ class GuessNumberEnv(Env):
         if self._ob is None or self._done:
             raise RuntimeError("GuessNumberEnv: call initial_observation() first; envs are single-use")
         self._turns += 1
-        message, termination = self.renderer.parse_response(
-            separate_special_tokens(action, self.renderer)
-        )
+        message, termination = self.renderer.parse_response(action)
         text = str(message.get("content", ""))
         clean = termination.is_clean
         guess, status = extract_single_integer(text) if clean else (None, termination.value)

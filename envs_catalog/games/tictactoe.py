@@ -46,9 +46,9 @@ import numpy as np
 
 from envs_catalog._common import TurnContinuation, check_choice, check_float, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import extract_single_integer, separate_special_tokens
+from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
-from llm_gym.renderers import Message, ParseTermination, Renderer
+from llm_gym.renderers import Message, Renderer
 from llm_gym.rl.types import (
     Action, ActionExtra, Env, EnvGroupBuilder, Metrics, Observation, StepResult, StopCondition,
     Trajectory,
@@ -113,7 +113,7 @@ def optimal_moves(board: str, mark: str) -> tuple[int, ...]:
 def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[int | None, str, str]:
     """(cell or None if illegal, reason, response text) for an action on `board`. Special tokens
     inside the reply read as line breaks, so "5<|pad|>9" names two cells, not cell 59."""
-    message, termination = renderer.parse_response(separate_special_tokens(action, renderer))
+    message, termination = renderer.parse_response(action)
     text = str(message.get("content", ""))
     if not termination.is_clean:
         # "length": readable ids but no clean end (the sampler stops at the first stop, so in

@@ -6,8 +6,8 @@ graded by `llm_gym.grading.grade_numeric` under the answer policy in `llm_gym.gr
 gets no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
 `format_coef * (format_ok - 1) + correct`; a response that does not end on the renderer's end of
 turn (truncated, or ended by EOS: `ProblemEnv`'s strict default) is not well formed but is still
-graded (0.9 when its number is right). Special tokens sampled inside the response are line breaks
-for the grader (`llm_gym.grading.separate_special_tokens`), so "6<|pad|>8" is not 68. Everything
+graded (0.9 when its number is right). Special tokens sampled inside the response stay in the
+parsed text and are line breaks for the grader, so "6<|pad|>8" is not 68. Everything
 is computed in pure Python integers: no data, no network, no heavy parsing.
 
 Held-out split: a task's canonical key (the expression; operands sorted when every operator is the
@@ -29,7 +29,7 @@ import numpy as np
 
 from envs_catalog._common import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric, separate_special_tokens
+from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.model_input import ModelInput
@@ -124,7 +124,7 @@ class MathEnv(ProblemEnv):
         return str(self.answer)
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        result = await super().step(separate_special_tokens(action, self.renderer), extra=extra)
+        result = await super().step(action, extra=extra)
         grade = self._graded[1] if self._graded is not None else Grade(False, False, "empty")
         result.metrics["parse_error"] = float(not grade.format_ok)
         result.metrics["too_long"] = float(grade.status == "too_long")

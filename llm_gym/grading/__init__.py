@@ -3,8 +3,7 @@
 `extract_answer` finds the one answer a model response commits to, or says why there is none;
 `parse_number` reads one numeral as an exact `Fraction`; `grade_numeric` combines them into a
 `Grade` for a numeric target; `extract_single_integer` is the games' reader (GuessNumber's guess,
-TicTacToe's cell); `separate_special_tokens` keeps special tokens sampled inside an answer
-visible to them. `grade_with_timeout` / `agrade_with_timeout` guard expensive graders with a
+TicTacToe's cell). `grade_with_timeout` / `agrade_with_timeout` guard expensive graders with a
 wall-clock limit. Catalog envs use these; nothing here imports an environment.
 
 The answer policy (every catalog card points here):
@@ -54,7 +53,6 @@ from llm_gym.grading.answers import (
     extract_answer,
     extract_single_integer,
     grade_numeric,
-    separate_special_tokens,
 )
 from llm_gym.grading.numeric import parse_number
 from llm_gym.grading.timeout import TimedGrade, agrade_with_timeout, grade_with_timeout
@@ -71,5 +69,4 @@ __all__ = [
     "grade_numeric",
     "grade_with_timeout",
     "parse_number",
-    "separate_special_tokens",
 ]

@@ -12,9 +12,9 @@ This module implements the policy written down in `llm_gym.grading`'s docstring,
 3. `_extract`: credit only when exactly one distinct value remains (75 and 75.0 agree).
 
 `grade_numeric` turns the result into a `Grade` for a numeric target; `extract_single_integer`
-is the games' reader (it also reads a sentence holding exactly one number, "My guess is 7.");
-`separate_special_tokens` keeps a special token sampled inside a number ("7<|pad|>5") visible
-to them, since renderers decode without special tokens. Numbers themselves are read by
+is the games' reader (it also reads a sentence holding exactly one number, "My guess is 7.").
+A special token sampled inside a number ("7<|pad|>5") reaches them as text (renderers decode
+special tokens) and reads as a line break. Numbers themselves are read by
 `llm_gym.grading.numeric`.
 """
 
@@ -24,10 +24,9 @@ import bisect
 import enum
 import re
 import unicodedata
-import weakref
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, NamedTuple, Sequence
+from typing import NamedTuple
 
 from llm_gym.grading.numeric import (
     _PLAIN_INT,
@@ -466,61 +465,3 @@ def grade_numeric(
     if extraction.value is None:
         return Grade(False, False, "not_a_number")
     return Grade(extraction.value == target, True, _OK, extraction.value)
-
-
-# --- special tokens in sampled ids -------------------------------------------------------------
-# renderer -> (special ids that are not stops, the ids of "\n"); entries go with their renderer.
-_SPECIALS: "weakref.WeakKeyDictionary[Any, tuple[frozenset[int], list[int]]]" = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _specials_of(renderer: Any) -> tuple[frozenset[int], list[int]]:
-    try:
-        cached = _SPECIALS.get(renderer)
-    except TypeError:  # not weakly referenceable: compute each time
-        cached = None
-    if cached is not None:
-        return cached
-    tok = renderer.tokenizer
-    special = {int(i) for i in (getattr(tok, "all_special_ids", None) or ()) if isinstance(i, int)}
-    keep = {s for s in renderer.get_stop_sequences() if isinstance(s, int)}
-    keep |= {e for e in (getattr(renderer, "eos", None), getattr(tok, "eos_token_id", None))
-             if isinstance(e, int)}
-    try:
-        newline = list(tok.encode("\n", add_special_tokens=False))
-    except TypeError:
-        newline = list(tok.encode("\n"))
-    cached = (frozenset(special - keep), newline)
-    try:
-        _SPECIALS[renderer] = cached
-    except TypeError:
-        pass
-    return cached
-
-
-def separate_special_tokens(tokens: Sequence[int], renderer: Any) -> Sequence[int]:
-    """`tokens` with each special-token id that is not one of `renderer`'s stops (`<|pad|>`,
-    `<|im_start|>`, ...) replaced by the ids of a line break.
-
-    Renderers decode responses without special tokens, so "7<|pad|>5" would be read as 75; with
-    the break it is "7" and "5" on two lines, two answers. Pass the result to
-    `renderer.parse_response` (keep the original tokens for the observation). Returns `tokens`
-    itself when there is nothing to replace, and leaves ids it cannot hash alone."""
-    specials, newline = _specials_of(renderer)
-    try:
-        if not specials or specials.isdisjoint(tokens):
-            return tokens
-    except TypeError:
-        return tokens
-    out: list[int] = []
-    for t in tokens:
-        try:
-            hit = t in specials
-        except TypeError:
-            hit = False
-        if hit:
-            out += newline
-        else:
-            out.append(t)
-    return out

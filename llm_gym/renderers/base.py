@@ -443,7 +443,9 @@ class Renderer(ABC):
         """`parse_response` for renderers that stop on token ids: cut at the first id in `stops`
         (one in `turn_ends` -> STOP_SEQUENCE, any other, i.e. EOS -> EOS; none, i.e. truncated ->
         MALFORMED, as the cookbook's `parse_response_for_stop_token`; ids outside the vocabulary
-        dropped -> MALFORMED) and decode the rest without special tokens."""
+        dropped -> MALFORMED) and decode the rest with its special tokens as text, as the
+        cookbook's renderers do: a special token sampled inside an answer ("7<|pad|>5") stays
+        visible to graders instead of silently joining the digits around it."""
         valid, had_invalid = self._split_valid(tokens)
         cut, which = first_index(valid, stops)
         if which is None:
@@ -455,5 +457,5 @@ class Renderer(ABC):
             )
         if had_invalid:
             termination = ParseTermination.MALFORMED
-        text = self.tokenizer.decode(valid, skip_special_tokens=True)
+        text = self.tokenizer.decode(valid, skip_special_tokens=False)
         return Message(role="assistant", content=text), termination

@@ -28,22 +28,11 @@ from llm_gym.completers import StopCondition
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer
 from llm_gym.rl import types
+from llm_gym.rl.types import STOP_METRIC_PREFIX, InitialObservationOverflow, StopReason
 
-STOP_METRIC_PREFIX = "stop/"
-_STOP_MAX_TOKENS = f"{STOP_METRIC_PREFIX}max_tokens"
-_STOP_CONTEXT_OVERFLOW = f"{STOP_METRIC_PREFIX}context_overflow"
-_STOP_PARSE_ERROR = f"{STOP_METRIC_PREFIX}parse_error"
-
-
-@dataclass(frozen=True)
-class _InitialObservationOverflow:
-    reward: float
-    metrics: types.Metrics = field(default_factory=dict)
-    logs: types.Logs = field(default_factory=dict)
-
-
-# The cookbook's sentinel for "the prompt alone is over budget"; llm_gym's own once types has one.
-InitialObservationOverflow = getattr(types, "InitialObservationOverflow", _InitialObservationOverflow)
+_STOP_MAX_TOKENS = f"{STOP_METRIC_PREFIX}{StopReason.MAX_TOKENS}"
+_STOP_CONTEXT_OVERFLOW = f"{STOP_METRIC_PREFIX}{StopReason.CONTEXT_OVERFLOW}"
+_STOP_PARSE_ERROR = f"{STOP_METRIC_PREFIX}{StopReason.PARSE_ERROR}"
 
 
 @dataclass

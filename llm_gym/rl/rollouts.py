@@ -41,9 +41,6 @@ from llm_gym.rl.types import (
 
 logger = logging.getLogger(__name__)
 
-STOP_MAX_TURNS = StopReason.MAX_TURNS
-STOP_MAX_TOKENS = StopReason.MAX_TOKENS
-STOP_TIMEOUT = StopReason.ROLLOUT_TIMEOUT
 __all__ = [
     "RolloutErrorCounter", "RolloutLimits", "TRUNCATION_METRIC_KEY", "do_group_rollout",
     "do_group_rollout_and_filter_constant_reward", "do_single_rollout", "get_rollout_executor",

@@ -11,8 +11,8 @@ Known, documented differences, excluded from the generated cases: ids outside th
 cookbook's `decode` fails; ours drop them and say MALFORMED); role_colon's BOS over the byte
 tokenizer (the cookbook encodes the text "<|bos|>" into seven bytes, ours uses the BOS id); chatml's
 trailing untrained "\\n" after the last turn of a supervised example, its EOS (a clean EOS end for
-ours; the Qwen3 renderer has no EOS and keeps its text), special ids inside a chatml reply (ours
-decode without them) and a second <|im_end|> (the Qwen3 renderer raises).
+ours; the Qwen3 renderer has no EOS and keeps its text) and a second <|im_end|> (the Qwen3 renderer
+raises). Other special ids inside a chatml reply are compared: both keep them as text.
 """
 
 from __future__ import annotations
@@ -219,9 +219,13 @@ def test_chatml_matches_qwen3_instruct_layout_and_parse(cookbook, bpe):
 
     rng = random.Random(4)
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
+    inner = [i for i in tok.all_special_ids if i not in (None, im_end, tok.eos_token_id)]  # EOS: see above
+    assert inner
     seen = set()
     for _ in range(N_RESPONSES):
         body = tok.encode(_text(rng), add_special_tokens=False)
+        if rng.random() < 0.3:  # a special id inside the reply: kept as text on both sides
+            body.insert(rng.randrange(len(body) + 1), rng.choice(inner))
         response = body + [im_end] if rng.random() < 0.6 else body
         mine_msg, mine_term = mine.parse_response(response)
         their_msg, their_term = theirs.parse_response(response)

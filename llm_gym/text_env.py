@@ -217,7 +217,7 @@ def thread_loop() -> asyncio.AbstractEventLoop:
         holder.loop = loop
         # Closed by a finalizer rather than a __del__: weakref.finalize also runs at interpreter
         # exit, *before* modules are torn down, so closing never meets a half-destroyed
-        # `selectors`/`asyncio`. A thread's locals die with the thread, and with them `_Closer`.
+        # `selectors`/`asyncio`. A thread's locals die with the thread, and with them `_LoopCloser`.
         closer = _LoopCloser()
         holder.closer = closer
         weakref.finalize(closer, _close_loop, loop, os.getpid())

@@ -8,7 +8,6 @@ messages, for envs and tools that talk in text.
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Literal, Sequence, Union
 
@@ -44,23 +43,25 @@ class TokensWithLogprobs:
         return self.maybe_logprobs
 
 
-class TokenCompleter(ABC):
+class TokenCompleter:
     """A policy over tokens: `await policy(model_input, stop, max_tokens=...)`.
 
-    Rollouts pass `max_tokens=` only when a limit asks for one, so a completer written for the
-    cookbook (`__call__(self, model_input, stop)`) works unchanged."""
+    A plain base class like the cookbook's (instantiable; calling the base raises
+    NotImplementedError). Rollouts pass `max_tokens=` only when a limit asks for one, so a
+    completer written for the cookbook (`__call__(self, model_input, stop)`) works unchanged."""
 
-    @abstractmethod
     async def __call__(
         self, model_input: ModelInput, stop: StopCondition, *, max_tokens: int | None = None
-    ) -> TokensWithLogprobs: ...
+    ) -> TokensWithLogprobs:
+        raise NotImplementedError(f"{type(self).__name__} must implement async __call__")
 
 
-class MessageCompleter(ABC):
-    """A policy over chat messages: `await completer(messages) -> message`."""
+class MessageCompleter:
+    """A policy over chat messages: `await completer(messages) -> message` (a plain base class,
+    as in the cookbook)."""
 
-    @abstractmethod
-    async def __call__(self, messages: Sequence[dict]) -> dict: ...
+    async def __call__(self, messages: Sequence[dict]) -> dict:
+        raise NotImplementedError(f"{type(self).__name__} must implement async __call__")
 
 
 class RendererMessageCompleter(MessageCompleter):
@@ -99,9 +100,10 @@ class SamplingParams:
 
 async def _sample_with_client(
     sampling_client, model_input: ModelInput, *, temperature: float, max_tokens: int | None,
-    stop: StopCondition | None, owner: str,
-) -> list[int]:
-    """One sample from a client with the Tinker `SamplingClient` interface; its tokens.
+    stop: StopCondition | None, owner: str, prompt_as_keyword: bool = False,
+):
+    """One sample from a client with the Tinker `SamplingClient` interface: its first sequence
+    (`.tokens`, `.logprobs`, `.stop_reason`).
 
     llm_gym runs no sampling service, so anything without `sample_async` is refused here, at
     first use, with the fix; with `tinker` installed the prompt and parameters are converted to
@@ -122,8 +124,50 @@ async def _sample_with_client(
     else:
         params = tinker.SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=stop)
         prompt = tinker.ModelInput.from_ints(list(model_input.to_ints())) if isinstance(model_input, ModelInput) else model_input
-    response = await sample_async(prompt, num_samples=1, sampling_params=params)
-    return list(response.sequences[0].tokens)
+    # The cookbook's token completer passes `prompt=`, its message completer the prompt positionally;
+    # a client written against either keeps working.
+    if prompt_as_keyword:
+        response = await sample_async(prompt=prompt, num_samples=1, sampling_params=params)
+    else:
+        response = await sample_async(prompt, num_samples=1, sampling_params=params)
+    return response.sequences[0]
+
+
+@dataclass
+class TinkerTokenCompleter(TokenCompleter):
+    """A `TokenCompleter` over a Tinker-style sampling client (the cookbook's name and fields):
+    samples at most `max_tokens` (the smaller of it and a per-call `max_tokens`, and no more than
+    `context_window - prompt length` when that is set: ValueError when no room is left) and
+    returns the sequence's tokens, logprobs and stop reason.
+
+    llm_gym has no sampling service: `sampling_client` must have the Tinker `SamplingClient`
+    interface (`sample_async`), else TypeError at the first call. For a local model use the
+    trainer's HF sampler (`trainers.sampler`)."""
+
+    sampling_client: object
+    max_tokens: int
+    temperature: float = 1.0
+    context_window: int | None = None
+
+    async def __call__(
+        self, model_input: ModelInput, stop: StopCondition, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        budget = self.max_tokens if max_tokens is None else min(self.max_tokens, max_tokens)
+        if self.context_window is not None:
+            budget = min(budget, self.context_window - model_input.length)
+            if budget <= 0:
+                raise ValueError(
+                    f"Prompt length ({model_input.length}) exceeds context window "
+                    f"({self.context_window}). No room for generation."
+                )
+        sequence = await _sample_with_client(
+            self.sampling_client, model_input, temperature=self.temperature, max_tokens=budget,
+            stop=stop, owner="TinkerTokenCompleter", prompt_as_keyword=True,
+        )
+        if sequence.logprobs is None:
+            raise ValueError("the sampling client returned no logprobs; RL needs them")
+        return TokensWithLogprobs(tokens=list(sequence.tokens), maybe_logprobs=list(sequence.logprobs),
+                                  stop_reason=sequence.stop_reason)
 
 
 class TinkerMessageCompleter(MessageCompleter):
@@ -146,11 +190,11 @@ class TinkerMessageCompleter(MessageCompleter):
 
     async def __call__(self, messages: Sequence[dict]) -> dict:
         prompt = self.renderer.build_generation_prompt(list(messages))
-        tokens = await _sample_with_client(
+        sequence = await _sample_with_client(
             self.sampling_client, prompt, temperature=self.temperature, max_tokens=self.max_tokens,
             stop=self.stop_condition, owner="TinkerMessageCompleter",
         )
-        parsed, _termination = self.renderer.parse_response(tokens)
+        parsed, _termination = self.renderer.parse_response(list(sequence.tokens))
         result = {"role": "assistant", "content": parsed["content"]}
         if "tool_calls" in parsed:
             result["tool_calls"] = parsed["tool_calls"]

@@ -196,5 +196,8 @@ def test_episode_timeout_does_not_wait_for_a_step_that_swallows_cancellation():
         return traj, not state.get("cleanup_finished", False)
 
     traj, still_running = asyncio.run(main())
-    assert traj.stop_reason == "rollout_timeout" and traj.transitions == []
+    assert traj.stop_reason == "rollout_timeout"
+    # stopped before any turn completed: one synthetic empty transition, reward 0 (cookbook shape)
+    (only,) = traj.transitions
+    assert only.ac.tokens == [] and only.reward == 0.0 and only.metrics == {"stop/rollout_timeout": 1.0}
     assert still_running  # before: the episode waited for the whole 3 s cleanup

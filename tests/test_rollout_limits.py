@@ -96,7 +96,7 @@ def test_seams_and_config_are_pushed_into_the_env():
     traj = asyncio.run(run_rollout(policy, env, config=cfg))
     assert env.tool_cap == 4 and env.policy.max_consecutive == 1
     assert policy.seen == [3] and traj.stop_reason == "completed"
-    with pytest.raises(NotImplementedError, match="hooks"):
+    with pytest.raises(TypeError, match="hooks must be a RolloutHooks"):
         asyncio.run(run_rollout(Echo(), OneTurn(), hooks=object()))
 
 

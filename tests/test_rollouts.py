@@ -377,7 +377,10 @@ def test_limit_max_trajectory_tokens():
 
 def test_limit_timeout_on_env_and_on_policy():
     traj = run(do_single_rollout(EchoPolicy(), ChatEnv(mode="hang"), limits=RolloutLimits(timeout_s=0.2)))
-    assert traj.stop_reason == "rollout_timeout" and traj.transitions == []
+    assert traj.stop_reason == "rollout_timeout"
+    # stopped before any turn completed: one synthetic empty transition, reward 0 (cookbook shape)
+    (only,) = traj.transitions
+    assert only.ac.tokens == [] and only.reward == 0.0 and only.metrics == {"stop/rollout_timeout": 1.0}
     slow = EchoPolicy(delay_s=0.15)
     traj2 = run(do_single_rollout(slow, ChatEnv(turns=50), limits=RolloutLimits(timeout_s=0.4)))
     assert traj2.stop_reason == "rollout_timeout"

@@ -31,6 +31,17 @@ from llm_gym.renderers.base import (
     ensure_text,
     get_text_content,
 )
+from llm_gym.renderers.content import (
+    ContentPart,
+    ParseFailureKind,
+    classify_parse_failure,
+    ensure_list,
+    format_content_as_string,
+    has_thinking,
+    parse_content_blocks,
+    parse_think_blocks,
+    remove_thinking,
+)
 from llm_gym.renderers.chat_template import ChatTemplateRenderer
 from llm_gym.renderers.chatml import ChatMLRenderer
 from llm_gym.renderers.role_colon import RoleColonRenderer
@@ -102,7 +113,9 @@ def get_renderer(
 __all__ = [
     "ChatMLRenderer",
     "ChatTemplateRenderer",
+    "ContentPart",
     "Message",
+    "ParseFailureKind",
     "ParseTermination",
     "RENDERERS",
     "RenderContext",
@@ -116,11 +129,18 @@ __all__ = [
     "ToolSpec",
     "TrainOnWhat",
     "UnparsedToolCall",
+    "classify_parse_failure",
+    "ensure_list",
     "ensure_text",
+    "format_content_as_string",
     "get_registered_renderer_names",
     "get_renderer",
     "get_text_content",
+    "has_thinking",
     "is_renderer_registered",
+    "parse_content_blocks",
+    "parse_think_blocks",
     "register_renderer",
+    "remove_thinking",
     "unregister_renderer",
 ]

@@ -459,3 +459,21 @@ class Renderer(ABC):
             termination = ParseTermination.MALFORMED
         text = self.tokenizer.decode(valid, skip_special_tokens=False)
         return Message(role="assistant", content=text), termination
+
+
+# The cookbook keeps its content helpers in renderers/base.py; ours live in renderers/content.py
+# (imported last: it builds on the types above) and are re-exported so `base.X` imports still work.
+from llm_gym.renderers.content import (  # noqa: E402
+    PARSE_FAILURE_DETAIL_MAX_CHARS,
+    UNTERMINATED_TOOL_BLOCK_ERROR,
+    ContentPart,
+    ParseFailureKind,
+    classify_parse_failure,
+    detect_unterminated_tool_block,
+    ensure_list,
+    format_content_as_string,
+    has_thinking,
+    parse_content_blocks,
+    parse_think_blocks,
+    remove_thinking,
+)

@@ -14,21 +14,30 @@ parses sampled tokens back into a message, and turns the failure cases into defi
 * the next prompt plus `max_generation_tokens` would exceed `max_trajectory_tokens`:
   `context_overflow_reward`, episode over, metrics `context_overflow` and `stop/context_overflow`.
 
-Not here yet: the cookbook's `parse_error_policy` / `rollout_limits` arguments (they belong to its
-rollout-runner machinery, `rl.rollout_limits`).
+With a `ParseErrorPolicy` (`parse_error_policy=`, or pushed by the rollout runner through
+`set_parse_error_policy`) a structural parse failure instead ends the episode with the policy's
+`terminal_reward`, metrics `parse_error`, `stop/parse_error` (and `parse_error_masked` when the
+policy masks error turns) and logs naming the failure; content failures (unparseable tool calls)
+are the inner `MessageEnv`'s to retry, and the policy is forwarded to it when it has
+`set_parse_error_policy`. `rollout_limits=` is advertised for the runner, which enforces it when
+it is given no limits of its own; `set_max_tool_calls` forwards the runner's tool-call cap.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 
 from llm_gym.completers import StopCondition
 from llm_gym.model_input import ModelInput
-from llm_gym.renderers import Message, Renderer
+from llm_gym.renderers import Message, ParseTermination, Renderer, classify_parse_failure
 from llm_gym.rl import types
+from llm_gym.rl.rollout_limits import ParseErrorPolicy, RolloutLimits
 from llm_gym.rl.types import STOP_METRIC_PREFIX, InitialObservationOverflow, StopReason
+
+logger = logging.getLogger(__name__)
 
 _STOP_MAX_TOKENS = f"{STOP_METRIC_PREFIX}{StopReason.MAX_TOKENS}"
 _STOP_CONTEXT_OVERFLOW = f"{STOP_METRIC_PREFIX}{StopReason.CONTEXT_OVERFLOW}"
@@ -82,6 +91,8 @@ class EnvFromMessageEnv(types.Env):
         max_generation_tokens: int | None = None,
         context_overflow_reward: float = -0.1,
         terminate_on_length: bool = True,
+        parse_error_policy: ParseErrorPolicy | None = None,
+        rollout_limits: RolloutLimits | None = None,
     ):
         self.renderer = renderer
         self.message_env = message_env
@@ -91,6 +102,9 @@ class EnvFromMessageEnv(types.Env):
         self.max_generation_tokens = max_generation_tokens
         self.context_overflow_reward = context_overflow_reward
         self.terminate_on_length = terminate_on_length
+        self.parse_error_policy = parse_error_policy
+        # Budgets for the rollout runner, which reads them when it is given no limits of its own.
+        self.rollout_limits = rollout_limits
         self._base_stop_condition = renderer.get_stop_sequences()
         self.example_id: str | None = getattr(message_env, "example_id", None)
 
@@ -142,6 +156,8 @@ class EnvFromMessageEnv(types.Env):
 
         message, termination = self.renderer.parse_response(action)
         if not termination.is_clean:
+            if self.parse_error_policy is not None:
+                return self._structural_parse_error(message, termination)
             metrics: types.Metrics = {"parse_error": 1.0}
             if self.terminate_on_parse_error:
                 metrics[_STOP_PARSE_ERROR] = 1.0
@@ -170,6 +186,42 @@ class EnvFromMessageEnv(types.Env):
             metrics=msg_step.metrics,
             logs=msg_step.logs,
         )
+
+    def _structural_parse_error(self, message: Message, termination: ParseTermination) -> types.StepResult:
+        # The turn's boundary is unknown, so it is never retried (unlike a content failure).
+        policy = self.parse_error_policy
+        kind, detail = classify_parse_failure(message, termination)
+        metrics: types.Metrics = {"parse_error": 1.0, _STOP_PARSE_ERROR: 1.0}
+        if policy.mask_error_turns:
+            metrics[types.PARSE_ERROR_MASKED_METRIC_KEY] = 1.0
+        return self._end(policy.terminal_reward, metrics,
+                         {"parse_failure_kind": str(kind), "parse_failure_detail": detail})
+
+    def set_parse_error_policy(self, policy: ParseErrorPolicy) -> None:
+        """Use `policy` for structural failures and pass it on to the inner env for content ones
+        (the runner's seam)."""
+        self.parse_error_policy = policy
+        setter = getattr(self.message_env, "set_parse_error_policy", None)
+        if setter is not None:
+            setter(policy)
+        elif policy.max_consecutive > 0:
+            logger.warning(
+                "ParseErrorPolicy.max_consecutive=%d is configured, but %s does not support a "
+                "parse-error policy; content parse failures will not be retried (structural "
+                "handling still applies).", policy.max_consecutive, type(self.message_env).__name__,
+            )
+
+    def set_max_tool_calls(self, max_tool_calls: int) -> None:
+        """Pass the runner's tool-call cap to the inner env (tools run there); a warning when it
+        cannot take one."""
+        setter = getattr(self.message_env, "set_max_tool_calls", None)
+        if setter is None:
+            logger.warning(
+                "max_tool_calls=%d is configured, but %s does not support a tool-call limit; the "
+                "limit will not be enforced.", max_tool_calls, type(self.message_env).__name__,
+            )
+        else:
+            setter(max_tool_calls)
 
     async def _continue_after_truncation(self, action: types.Action) -> types.StepResult | None:
         message, _ = self.renderer.parse_response(action)  # a cut-off turn rarely parses cleanly

@@ -407,3 +407,21 @@ class MinViableGroup(RolloutStrategy):
                 f"{self.max_retries}); dropping the group"
             )
         return RolloutResult(trajectories, envs, errors)
+
+
+def rollout_strategy_from_config(rollout_error_tolerance: bool | RolloutStrategy) -> RolloutStrategy:
+    """A training config's `rollout_error_tolerance` as a strategy (the cookbook's helper): False ->
+    `FailFast()`, True -> `RetryOnFailure()`, a `RolloutStrategy` as is; anything else raises
+    `ConfigurationError`."""
+    if isinstance(rollout_error_tolerance, RolloutStrategy):
+        return rollout_error_tolerance
+    if rollout_error_tolerance is False:
+        return FailFast()
+    if rollout_error_tolerance is True:
+        return RetryOnFailure()
+    from llm_gym.exceptions import ConfigurationError
+
+    raise ConfigurationError(
+        f"Invalid rollout_error_tolerance value: {rollout_error_tolerance!r} (expected True, "
+        "False or a RolloutStrategy)"
+    )

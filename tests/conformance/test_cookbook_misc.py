@@ -2,6 +2,9 @@
 
 `rl.interleaved.InterleavedRLDatasetBuilder`: the same sources, weights and seed through the
 cookbook's class and ours must give the same schedule, batch by batch, and the same errors.
+`RolloutErrorCounter` counts the same. The completer base classes behave alike, and
+`TinkerTokenCompleter` over the same stand-in sampling client (the hosted service cannot run here)
+asks for the same budgets and returns the same tokens, logprobs and stop reason.
 """
 
 from __future__ import annotations
@@ -148,3 +151,52 @@ def test_rollout_error_counter_matches():
         return empty, counter.get_metrics(), counter.get_metrics(prefix="x")
 
     assert metrics(cb_rollouts, cb_types) == metrics(our_rollouts, our_types)
+
+
+class _FakeSamplingClient:
+    """The tinker.SamplingClient interface (a hosted service cannot run here): records each call
+    and returns a fixed sequence with logprobs and a stop reason."""
+
+    def __init__(self, tokens, stop_reason="length"):
+        self.tokens, self.stop_reason, self.calls = tokens, stop_reason, []
+
+    async def sample_async(self, prompt, num_samples, sampling_params):
+        from types import SimpleNamespace
+
+        self.calls.append((list(prompt.to_ints()), num_samples, sampling_params.temperature,
+                           sampling_params.max_tokens, sampling_params.stop))
+        seq = SimpleNamespace(tokens=list(self.tokens), logprobs=[-0.5] * len(self.tokens),
+                              stop_reason=self.stop_reason)
+        return SimpleNamespace(sequences=[seq])
+
+
+def test_completer_base_classes_and_tinker_token_completer_match(cookbook):
+    import asyncio
+
+    import tinker
+    from tinker_cookbook import completers as ref
+
+    from llm_gym import completers as ours
+    from llm_gym.model_input import ModelInput
+
+    for lib in (ref, ours):  # plain base classes: instantiable, calling them raises
+        for base, args in ((lib.TokenCompleter, (None, [])), (lib.MessageCompleter, ([],))):
+            with pytest.raises(NotImplementedError):
+                asyncio.run(base()(*args))
+    prompt = list(range(1, 11))
+    outcomes = []
+    for lib, model_input in ((ref, tinker.ModelInput.from_ints(prompt)), (ours, ModelInput.from_ints(prompt))):
+        seen = []
+        for kwargs, call_kwargs in (({"max_tokens": 8}, {}), ({"max_tokens": 8}, {"max_tokens": 3}),
+                                    ({"max_tokens": 8, "context_window": 14, "temperature": 0.3}, {})):
+            client = _FakeSamplingClient([5, 6, 7])
+            completer = lib.TinkerTokenCompleter(client, **kwargs)
+            out = asyncio.run(completer(model_input, [0], **call_kwargs))
+            seen.append((client.calls, out.tokens, out.maybe_logprobs, out.stop_reason))
+        client = _FakeSamplingClient([5])
+        with pytest.raises(ValueError, match="exceeds context window") as err:
+            asyncio.run(lib.TinkerTokenCompleter(client, max_tokens=8, context_window=10)(model_input, [0]))
+        seen.append(str(err.value))
+        outcomes.append(seen)
+    assert outcomes[0] == outcomes[1]
+    assert [call[0][0][3] for call in outcomes[0][:3]] == [8, 3, 4]  # budgets: own, per-call, window

@@ -9,6 +9,7 @@ generated from cards.
 
 from __future__ import annotations
 
+import difflib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -51,10 +52,7 @@ class EnvSource(ABC):
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
         if knobs:
-            raise TypeError(
-                f"{type(self).__name__} got unknown option(s) {sorted(knobs)}; "
-                f"its knobs are {sorted(self.card.difficulty_knobs)}"
-            )
+            raise TypeError(_unknown_options_message(type(self), sorted(knobs)))
         self.renderer = renderer
         self.split = split
 
@@ -73,3 +71,27 @@ class EnvSource(ABC):
     @property
     def reward_range(self) -> tuple[float, float]:
         return self.card.reward_range
+
+
+def _unknown_options_message(cls: type[EnvSource], unknown: list[str]) -> str:
+    """Python's own wording for a bad keyword (`X.__init__() got an unexpected keyword argument
+    'name'`), naming the first unknown option as Python does, then the rest, a close match and the
+    knobs. Libraries that retry `gym.make` without an optional keyword recognise the Python
+    wording (torchrl's `GymEnv` drops `frameskip` when the error contains `unexpected keyword
+    argument 'frameskip'`), so keep it."""
+    knobs = sorted(getattr(getattr(cls, "card", None), "difficulty_knobs", None) or {})
+    message = f"{cls.__name__}.__init__() got an unexpected keyword argument {unknown[0]!r}"
+    if len(unknown) > 1:
+        message += f" (unknown options: {unknown})"
+    card_id = getattr(getattr(cls, "card", None), "id", None)
+    message += f"; its knobs are {knobs}" if knobs else "; it has no knobs"
+    if card_id:
+        message += f" (options of gym.make({card_id!r}, ...))"
+    guesses = [
+        f"{name!r} -> {close[0]!r}"
+        for name in unknown
+        if (close := difflib.get_close_matches(name, knobs, n=1, cutoff=0.6))
+    ]
+    if guesses:
+        message += f". Did you mean: {', '.join(guesses)}?"
+    return message

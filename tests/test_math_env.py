@@ -164,7 +164,7 @@ def test_knobs_shape_the_tasks():
         ({"allow_negative": "yes"}, r"allow_negative must be one of \[True, False\], got 'yes'"),
         ({"prompt_style": "long"}, r"prompt_style must be one of"),
         ({"format_coef": 2.0}, r"format_coef must be in \[0.0, 1.0\], got 2.0"),
-        ({"digts": 2}, r"unknown option\(s\) \['digts'\]"),
+        ({"digts": 2}, r"unexpected keyword argument 'digts'; its knobs are .*Did you mean: 'digts' -> 'digits'"),
     ],
 )
 def test_bad_knobs_are_named(knobs, pattern):

@@ -61,7 +61,7 @@ def test_bad_source_names_the_problem(bad, error):
 
 
 def test_unknown_knob_is_a_clear_error():
-    with pytest.raises(TypeError, match="unknown option"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'digitz'"):
         TextEnv(AddSource, digitz=3)
 
 

@@ -5,10 +5,14 @@
   datasets (what the trainer consumes).
 - `GroupAdvantages`: a vector-env wrapper that resets groups of G sub-envs on the same task and
   reports GRPO group-centred advantages in `info["group_advantage"]`.
+- `PaddedTokens`: a fixed-shape `Dict`/`MultiDiscrete` view of a token env for Stable-Baselines3,
+  torchrl and Tianshou.
 """
 
 from llm_gym.wrappers.grouping import GymEnvAdapter, GymEnvGroupBuilder, GymRLDataset
+from llm_gym.wrappers.padded import PaddedTokens
 from llm_gym.wrappers.text import TextActions
 from llm_gym.wrappers.vector import GroupAdvantages
 
-__all__ = ["GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "TextActions"]
+__all__ = ["GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "PaddedTokens",
+           "TextActions"]

@@ -13,6 +13,7 @@ import asyncio
 import difflib
 import importlib
 import json
+import re
 import threading
 from typing import Any, Callable, Coroutine, TypeVar
 
@@ -146,3 +147,35 @@ def text_to_action(renderer: Any, text: str, *, terminated: bool = True) -> list
                 tokens.append(int(stop))
     return tokens
 
+
+
+# The ChatML markup of the default (chatml) renderer: a turn is "<|im_start|>role\n...<|im_end|>".
+_CHATML_TURN = re.compile(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|$)", re.S)
+
+
+def observation_messages(tokenizer: Any, tokens: Any) -> list[dict[str, str]]:
+    """Observation tokens as chat messages: the turns of ChatML markup, else one user message
+    with the plain decoded text. Empty turns (the open assistant header) are dropped."""
+    tokens = [int(t) for t in tokens]
+    raw = tokenizer.decode(tokens, skip_special_tokens=False)
+    turns = [{"role": r, "content": c.strip()} for r, c in _CHATML_TURN.findall(raw) if c.strip()]
+    if turns:
+        return turns
+    text = tokenizer.decode(tokens, skip_special_tokens=True).strip()
+    return [{"role": "user", "content": text}] if text else []
+
+
+def new_env_messages(tokenizer: Any, tokens: Any) -> list[dict[str, str]]:
+    """What the env said after the model's last message: the non-assistant turns after the last
+    assistant turn of the observation (all of them when it has none)."""
+    messages = observation_messages(tokenizer, tokens)
+    last = max((i for i, m in enumerate(messages) if m["role"] == "assistant"), default=-1)
+    return [m for m in messages[last + 1:] if m["role"] != "assistant"]
+
+
+def float_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """The numeric entries of a metrics dict, as floats (bools and numpy scalars included)."""
+    return {
+        k: float(v) for k, v in metrics.items()
+        if isinstance(v, (bool, int, float, np.integer, np.floating))
+    }

@@ -531,9 +531,9 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
     def _observation_array(self, ob: Any, tokens: Sequence[int]) -> np.ndarray:
         """A new int64 array of a step's observation `ob` (its validated ids `tokens`).
 
-        When the episode says `ob` extends the previous observation (its `continuation` -- an
-        `envs_catalog._common.TurnContinuation` -- built `ob` from exactly that `ModelInput`, an
-        identity check, never a token comparison), only the new tokens are converted from Python
+        When the episode says `ob` extends the previous observation (its `continuation` -- a
+        `llm_gym.renderers.continuation.Continuation` -- built `ob` from exactly that `ModelInput`,
+        an identity check, never a token comparison), only the new tokens are converted from Python
         ints, at the end of the episode's private growable buffer; the caller gets a copy of
         the buffer's first `len(ob)` ids (one memcpy). Any other observation is converted in
         full. The buffer is only ever written past the tokens already in it."""

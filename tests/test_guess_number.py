@@ -9,10 +9,10 @@ import re
 import numpy as np
 import pytest
 
-from envs_catalog._common import TurnContinuation
 from envs_catalog.games.guess_number import GuessNumberSource, held_out_secrets
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
 from llm_gym.completers import TokenCompleter
+from llm_gym.renderers.continuation import Continuation
 from llm_gym.rl import do_single_rollout, trajectory_to_data
 
 TOK = load_tokenizer()
@@ -65,38 +65,50 @@ def test_binary_search_always_wins_with_prefix_property(renderer_name, split):
 
 def test_chatml_continuation_equals_a_full_rerender():
     renderer = RENDERERS["chatml"]
-    cont = TurnContinuation(renderer)
+    cont = Continuation(renderer)
     convo = [{"role": "user", "content": "Guess."}]
     ob = cont.first(convo)
     for guess, feedback in [("10", "Higher."), ("15", "Lower.")]:
-        ob = cont.next(ob, encode_reply("chatml", guess), feedback)
         convo += [{"role": "assistant", "content": guess}, {"role": "user", "content": feedback}]
+        step = cont.next(ob, encode_reply("chatml", guess), convo)
+        ob = step.observation
+        assert step.mode == "extended" and step.metrics["continuation/extended"] == 1.0
         assert ob == renderer.build_generation_prompt(convo)
 
 
 def test_role_colon_continuation_equals_a_full_rerender():
     renderer = RENDERERS["role_colon"]
-    cont = TurnContinuation(renderer)
+    cont = Continuation(renderer)
     convo = [{"role": "user", "content": "Guess."}]
     ob = cont.first(convo)
-    ob = cont.next(ob, TOK.encode(" 10\n\nUser:"), "Higher.")
     convo += [{"role": "assistant", "content": "10"}, {"role": "user", "content": "Higher."}]
+    step = cont.next(ob, TOK.encode(" 10\n\nUser:"), convo)
+    ob = step.observation
+    assert step.mode == "extended"
     assert ob == renderer.build_generation_prompt(convo)
-    # an action without the stop text still extends the observation and closes the turn
-    ob2 = cont.next(ob, TOK.encode(" 12"), "Lower.")
-    assert ob2.to_ints()[: ob.length] == ob.to_ints()
-    assert TOK.decode(ob2.to_ints()).endswith("Assistant: 12\n\nUser: Lower.\n\nAssistant:")
+    # an action without the stop text still extends the observation and closes the turn (the
+    # byte tokenizer's bytes are the canonical tokens, so this is the template's rendering too)
+    convo += [{"role": "assistant", "content": "12"}, {"role": "user", "content": "Lower."}]
+    step2 = cont.next(ob, TOK.encode(" 12"), convo)
+    assert step2.mode == "extended" and step2.observation == renderer.build_generation_prompt(convo)
+    assert step2.observation.to_ints()[: ob.length] == ob.to_ints()
+    assert TOK.decode(step2.observation.to_ints()).endswith("Assistant: 12\n\nUser: Lower.\n\nAssistant:")
 
 
-def test_unsupported_renderer_is_a_clear_error():
-    class Other(type(RENDERERS["chatml"]).__mro__[1]):  # a bare Renderer subclass
-        def build_generation_prompt(self, *a, **k): ...
-        def get_stop_sequences(self): return []
-        def parse_response(self, tokens): ...
-        def build_supervised_example(self, *a, **k): ...
+def test_a_custom_renderer_gets_the_generic_continuation():
+    from llm_gym.renderers import ChatMLRenderer
 
-    with pytest.raises(NotImplementedError, match="chatml"):
-        GuessNumberSource(renderer=Other(TOK))
+    class Custom(ChatMLRenderer):  # overrides rendering, so no chatml fast path
+        def build_generation_prompt(self, messages, role="assistant", prefill=None):
+            return super().build_generation_prompt(messages, role, prefill)
+
+    src = GuessNumberSource(renderer=Custom(TOK), max_number=50, max_turns=6)
+    assert not isinstance(src.continuation._turns, type(Continuation(RENDERERS["chatml"])._turns))
+    env = src.make_env(np.random.default_rng(0))
+    traj = asyncio.run(do_single_rollout(BinarySearch("chatml", 50), env))
+    assert traj.transitions[-1].metrics["solved"] == 1.0
+    assert all(t.metrics["continuation/extended"] == 1.0 for t in traj.transitions[:-1])
+    assert len(trajectory_to_data(traj, 1.0)) == 1
 
 
 def play(src, seed, replies):
@@ -179,7 +191,7 @@ def test_splits_are_disjoint_and_cover_all_secrets(max_number):
     [({"max_number": 3}, r"max_number must be in \[4, 10000\], got 3"),
      ({"max_turns": 0}, r"max_turns must be in \[1, 100\], got 0"),
      ({"invalid_penalty": -1}, r"invalid_penalty must be in"),
-     ({"max_numbr": 10}, r"unknown option")],
+     ({"max_numbr": 10}, r"unexpected keyword argument 'max_numbr'.*Did you mean: 'max_numbr' -> 'max_number'")],
 )
 def test_bad_knobs_are_named(knobs, pattern):
     with pytest.raises((ValueError, TypeError), match=pattern):

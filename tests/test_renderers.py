@@ -353,11 +353,16 @@ def test_train_on_what_has_the_cookbooks_seven_modes(byte_tokenizer):
 
 def test_build_supervised_examples_and_extension_property(byte_tokenizer, hf_chat_tokenizer):
     convo = CONVERSATIONS[1]
-    for r in (RoleColonRenderer(byte_tokenizer), ChatMLRenderer(byte_tokenizer)):
+    for r in (RoleColonRenderer(byte_tokenizer), ChatMLRenderer(byte_tokenizer),
+              ChatTemplateRenderer(hf_chat_tokenizer)):  # a plain ChatML template keeps history
         assert r.has_extension_property
         assert r.build_supervised_examples(convo) == [
             r.build_supervised_example(convo, TrainOnWhat.LAST_ASSISTANT_TURN)]
-    ct = ChatTemplateRenderer(hf_chat_tokenizer)
+    # a template that renders the last message differently rewrites history: no extension property
+    rewrites = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+                "{% if loop.last %}!{% endif %}<|im_end|>\n{% endfor %}"
+                "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    ct = ChatTemplateRenderer(hf_chat_tokenizer, chat_template_kwargs={"chat_template": rewrites})
     assert not ct.has_extension_property
     examples = ct.build_supervised_examples(convo, TrainOnWhat.ALL_ASSISTANT_MESSAGES)
     assert [ex[0].length for ex in examples] == [

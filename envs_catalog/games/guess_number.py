@@ -28,7 +28,9 @@ different numbers (a hedge "5 or 6", a list of guesses, a later correction, a se
 look-alike letters or zero-width characters) is an invalid turn, never a hit. Special tokens
 sampled inside a reply stay in the parsed text and read as line breaks, so "7<|pad|>5" is not 75.
 
-Observations have the prefix property (`envs_catalog._common.TurnContinuation`). Held-out split:
+Observations keep the prefix property with every renderer
+(`llm_gym.renderers.continuation.Continuation`); each continuing step's metrics carry its one-hot
+`continuation/extended`, `continuation/appended` or `continuation/new_datum`. Held-out split:
 secrets are ranked by a hash of (max_number, secret); the first tenth (at least one) form
 split="test", the rest "train".
 """
@@ -39,11 +41,12 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import TurnContinuation, check_float, check_int, hash_key
+from envs_catalog._common import check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
+from llm_gym.renderers.continuation import Continuation
 from llm_gym.rl.types import Action, ActionExtra, Env, Observation, StepResult, StopCondition
 
 DEFAULTS: dict[str, Any] = {
@@ -67,12 +70,13 @@ def intro_text(max_number: int, max_turns: int) -> str:
 
 
 class GuessNumberEnv(Env):
-    """One game against a fixed secret. Step metrics: `invalid` (this turn); on the last step
-    also `solved`, `turns`, `invalid_turns`, `context_exceeded` (and the log `stop_reason`)."""
+    """One game against a fixed secret. Step metrics: `invalid` (this turn) and, on a step that
+    continues the game, the continuation's one-hot mode (`continuation/extended`, ...); on the last
+    step `solved`, `turns`, `invalid_turns`, `context_exceeded` (and the log `stop_reason`)."""
 
     def __init__(
         self, renderer: Renderer, secret: int, *, max_number: int, max_turns: int,
-        invalid_penalty: float, continuation: TurnContinuation | None = None,
+        invalid_penalty: float, continuation: Continuation | None = None,
         intro: ModelInput | None = None, max_context_tokens: int = DEFAULTS["max_context_tokens"],
     ) -> None:
         """`intro`, if given, must be the first observation this env would build (the source
@@ -83,10 +87,11 @@ class GuessNumberEnv(Env):
         self.max_turns = max_turns
         self.invalid_penalty = invalid_penalty
         self.max_context_tokens = max_context_tokens
-        self.continuation = continuation or TurnContinuation(renderer)
+        self.continuation = continuation or Continuation(renderer)
         self._intro = intro
         self._stop = renderer.get_stop_sequences()
         self._ob: ModelInput | None = None
+        self._messages: list[Message] = []  # the conversation so far, for the continuation
         self._turns = 0
         self._invalid_turns = 0
         self._done = False
@@ -97,10 +102,12 @@ class GuessNumberEnv(Env):
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         if self._intro is None:
-            intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
-            self._intro = self.continuation.first([intro])
+            self._intro = self.continuation.first(self._intro_messages())
         self._ob = self._intro
         return self._ob, self.stop_condition
+
+    def _intro_messages(self) -> list[Message]:
+        return [{"role": "user", "content": intro_text(self.max_number, self.max_turns)}]
 
     def _finish(self, reward: float, stop_reason: str, metrics: dict, logs: dict) -> StepResult:
         self._done = True
@@ -142,9 +149,15 @@ class GuessNumberEnv(Env):
         # The cap is checked before the action is appended, so a huge action costs no copy.
         if self._ob.length + len(action) >= self.max_context_tokens:
             return self._finish(reward, "context_exceeded", metrics, logs)
-        ob = self.continuation.next(self._ob, action, feedback)
+        # The conversation is built only once the game goes on (many games end on turn one).
+        self._messages = (self._messages or self._intro_messages()) + [
+            message, {"role": "user", "content": feedback}
+        ]
+        turn = self.continuation.next(self._ob, action, self._messages)
+        ob = turn.observation
         if ob.length > self.max_context_tokens:
             return self._finish(reward, "context_exceeded", metrics, logs)
+        metrics.update(turn.metrics)
         self._ob = ob
         return StepResult(reward, False, self._ob, self.stop_condition, metrics, logs)
 
@@ -203,7 +216,7 @@ class GuessNumberSource(EnvSource):
         self.max_context_tokens = check_int(
             "max_context_tokens", own["max_context_tokens"], 256, 1_000_000
         )
-        self.continuation = TurnContinuation(renderer)
+        self.continuation = Continuation(renderer)
         self._secrets = held_out_secrets(self.max_number, split)
         intro = Message(role="user", content=intro_text(self.max_number, self.max_turns))
         self._intro = self.continuation.first([intro])  # the same for every game

@@ -44,11 +44,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog._common import TurnContinuation, check_choice, check_float, child_seed
+from envs_catalog._common import check_choice, check_float, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer
+from llm_gym.renderers.continuation import Continuation
 from llm_gym.rl.types import (
     Action, ActionExtra, Env, EnvGroupBuilder, Metrics, Observation, StepResult, StopCondition,
     Trajectory,
@@ -144,20 +145,22 @@ def _after_opponent(board: str, opponent_move: int) -> str:
 # --- single agent vs a scripted opponent -------------------------------------------------------
 class TicTacToeEnv(Env):
     """One game vs a scripted opponent. Final-step metrics: `win`, `draw`, `loss`,
-    `illegal_move`, `moves`."""
+    `illegal_move`, `moves`; other steps: the continuation's one-hot mode
+    (`continuation/extended`, `continuation/appended`, `continuation/new_datum`)."""
 
     def __init__(
         self, renderer: Renderer, *, agent_first: bool, opponent: str, seed: int,
-        illegal_reward: float = -1.0, continuation: TurnContinuation | None = None,
+        illegal_reward: float = -1.0, continuation: Continuation | None = None,
     ) -> None:
         self.renderer = renderer
         self.agent_mark = "X" if agent_first else "O"
         self.opponent = opponent
         self.illegal_reward = illegal_reward
-        self.continuation = continuation or TurnContinuation(renderer)
+        self.continuation = continuation or Continuation(renderer)
         self._rng = random.Random(seed)
         self.board = EMPTY_BOARD
         self._ob: ModelInput | None = None
+        self._messages: list[Message] = []  # the conversation so far, for the continuation
         self._moves = 0
         self._done = False
 
@@ -174,8 +177,8 @@ class TicTacToeEnv(Env):
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         first = self._opponent_move() if self.agent_mark == "O" else None
-        intro = Message(role="user", content=_intro(self.agent_mark, self.board, first))
-        self._ob = self.continuation.first([intro])
+        self._messages = [Message(role="user", content=_intro(self.agent_mark, self.board, first))]
+        self._ob = self.continuation.first(self._messages)
         return self._ob, self.stop_condition
 
     def _end(self, reward: float, outcome: str, logs: dict) -> StepResult:
@@ -203,8 +206,13 @@ class TicTacToeEnv(Env):
             return self._end(-1.0, "loss", logs)
         if not free_cells(self.board):
             return self._end(0.0, "draw", logs)
-        self._ob = self.continuation.next(self._ob, action, _after_opponent(self.board, reply))
-        return StepResult(0.0, False, self._ob, self.stop_condition, {}, logs)
+        self._messages += [
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": _after_opponent(self.board, reply)},
+        ]
+        turn = self.continuation.next(self._ob, action, self._messages)
+        self._ob = turn.observation
+        return StepResult(0.0, False, self._ob, self.stop_condition, turn.metrics, logs)
 
 
 class TicTacToeSource(EnvSource):
@@ -253,7 +261,7 @@ class TicTacToeSource(EnvSource):
         self.opponent = check_choice("opponent", own["opponent"], OPPONENTS)
         self.agent_first = check_choice("agent_first", own["agent_first"], (True, False, "random"))
         self.illegal_reward = check_float("illegal_reward", own["illegal_reward"], -1.0, 0.0)
-        self.continuation = TurnContinuation(renderer)
+        self.continuation = Continuation(renderer)
 
     def make_env(self, rng: np.random.Generator) -> TicTacToeEnv:
         agent_first = bool(rng.integers(2)) if self.agent_first == "random" else self.agent_first
@@ -302,13 +310,14 @@ class TicTacToeSelfPlayEnv(Env):
     """One player (`mark`) of a shared self-play game. Step rewards are 0; see `outcome()`."""
 
     def __init__(self, renderer: Renderer, game: _SharedGame, mark: str, *,
-                 move_timeout_s: float, continuation: TurnContinuation) -> None:
+                 move_timeout_s: float, continuation: Continuation) -> None:
         self.renderer = renderer
         self.game = game
         self.mark = mark
         self.move_timeout_s = move_timeout_s
         self.continuation = continuation
         self._ob: ModelInput | None = None
+        self._messages: list[Message] = []
         self._done = False
 
     @property
@@ -321,7 +330,8 @@ class TicTacToeSelfPlayEnv(Env):
             text = f"Tic-tac-toe. You are {self.mark}. The game is over. Reply with anything."
         else:
             text = _intro(self.mark, self.game.board, self.game.last_move)
-        self._ob = self.continuation.first([Message(role="user", content=text)])
+        self._messages = [Message(role="user", content=text)]
+        self._ob = self.continuation.first(self._messages)
         return self._ob, self.stop_condition
 
     def outcome(self) -> tuple[float, Metrics]:
@@ -367,8 +377,13 @@ class TicTacToeSelfPlayEnv(Env):
         if game.result is not None:
             return self._done_result(logs)
         assert game.last_move is not None
-        self._ob = self.continuation.next(self._ob, action, _after_opponent(game.board, game.last_move))
-        return StepResult(0.0, False, self._ob, self.stop_condition, {}, logs)
+        self._messages += [
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": _after_opponent(game.board, game.last_move)},
+        ]
+        turn = self.continuation.next(self._ob, action, self._messages)
+        self._ob = turn.observation
+        return StepResult(0.0, False, self._ob, self.stop_condition, turn.metrics, logs)
 
 
 @dataclass(frozen=True)
@@ -386,7 +401,7 @@ class TicTacToeSelfPlayGroupBuilder(EnvGroupBuilder):
         check_float("move_timeout_s", self.move_timeout_s, 1e-3, 1e9)
 
     async def make_envs(self) -> Sequence[Env]:
-        continuation = TurnContinuation(self.renderer)
+        continuation = Continuation(self.renderer)
         envs: list[Env] = []
         for _ in range(self.num_games):
             game = _SharedGame()

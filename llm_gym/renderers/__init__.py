@@ -6,6 +6,9 @@
 | `chat_template` | any HF tokenizer with a chat template | EOS, end-of-turn id      |
 | `role_colon`    | base models                           | the text "\\n\\nUser:"   |
 
+Multi-turn envs build each next prompt with `Continuation(renderer)` (`continuation.py`), which keeps
+the prefix property for every renderer or reports the fallback it took.
+
 Custom renderers are added by name with `register_renderer(name, factory)`, the cookbook's registry:
 `factory(tokenizer, image_processor)` returns a `Renderer`, and `get_renderer(name, tokenizer)`
 looks registered names up before the built-in ones.
@@ -45,6 +48,7 @@ from llm_gym.renderers.content import (
 from llm_gym.renderers.chat_template import ChatTemplateRenderer
 from llm_gym.renderers.chatml import ChatMLRenderer
 from llm_gym.renderers.role_colon import RoleColonRenderer
+from llm_gym.renderers.continuation import Continuation, ContinuationStep
 
 RENDERERS = {
     "chatml": ChatMLRenderer,
@@ -114,6 +118,8 @@ __all__ = [
     "ChatMLRenderer",
     "ChatTemplateRenderer",
     "ContentPart",
+    "Continuation",
+    "ContinuationStep",
     "Message",
     "ParseFailureKind",
     "ParseTermination",

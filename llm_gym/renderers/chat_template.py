@@ -6,7 +6,11 @@ growing prefixes of the conversation (so weights line up with the template's own
 the template does): an assistant turn is trained from the end of the generation prompt that precedes
 it up to and including its end-of-turn token (the template's text after that token, such as a
 newline, is not trained, because sampling stops at the end-of-turn token). Sampling stops on EOS
-and on the end-of-turn token the template emits.
+and on the end-of-turn token the template emits. `has_extension_property` is probed once per
+renderer, lazily: a few small conversations are rendered and it holds when every next-turn prompt
+starts with the previous prompt + the template's own tokens for the assistant turn (false, e.g.,
+for templates that strip reasoning from earlier turns); multi-turn prompts are built by
+`llm_gym.renderers.continuation`, which checks the same relation on every real turn.
 """
 
 from __future__ import annotations
@@ -28,6 +32,24 @@ from llm_gym.renderers.base import (
 logger = logging.getLogger(__name__)
 
 END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<|eot|>")
+
+# Conversations rendered to probe the extension property: a plain exchange, and one with a system
+# prompt and an assistant turn holding reasoning (templates that strip it from history fail).
+_EXTENSION_PROBES: tuple[tuple[dict[str, str], ...], ...] = (
+    (
+        {"role": "user", "content": "Hi! What is 2 + 2?"},
+        {"role": "assistant", "content": "It is 4."},
+        {"role": "user", "content": "And 3 + 3?"},
+        {"role": "assistant", "content": "6"},
+        {"role": "user", "content": "Thanks."},
+    ),
+    (
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Pick a number."},
+        {"role": "assistant", "content": "<think>\nAny will do.\n</think>\n\n7"},
+        {"role": "user", "content": "Another one."},
+    ),
+)
 
 
 def _as_ids(out: Any) -> list[int]:
@@ -86,6 +108,41 @@ class ChatTemplateRenderer(Renderer):
                 f"tokenizer {getattr(tokenizer, 'name_or_path', tokenizer)!r} has neither an EOS "
                 "token nor a known end-of-turn token; pass stop_tokens=[...]"
             )
+        self._extension: bool | None = None  # probed on first use
+
+    @property
+    def has_extension_property(self) -> bool:
+        """Whether this template keeps every earlier prompt + the assistant's turn as a prefix of
+        the next prompt (probed once on a few small conversations; see the module docstring)."""
+        if self._extension is None:
+            self._extension = self._probe_extension()
+        return self._extension
+
+    def _probe_extension(self) -> bool:
+        from llm_gym.renderers.continuation import EXTENDED, Continuation
+
+        continuation = Continuation(self, fallback="new_datum")
+        probed = False
+        for convo in _EXTENSION_PROBES:
+            messages = [dict(m) for m in convo]
+            try:
+                for k, message in enumerate(messages[:-1]):
+                    if message["role"] != "assistant":
+                        continue
+                    prompt = continuation.first(messages[:k])
+                    through = self._template(messages[: k + 1], add_generation_prompt=False)
+                    if through[: prompt.length] != prompt.to_ints():
+                        return False
+                    # what a policy sampling the template's own turn produces: up to its end of turn
+                    turn = through[prompt.length:]
+                    cut, which = first_index(turn, self._stops)
+                    action = turn[: cut + 1] if which is not None else turn
+                    if continuation.next(prompt, action, messages[: k + 2]).mode != EXTENDED:
+                        return False
+            except Exception:  # the template rejects this conversation (e.g. a system message)
+                continue
+            probed = True
+        return probed
 
     def _template(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
         if not messages and not add_generation_prompt:

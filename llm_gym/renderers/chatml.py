@@ -10,9 +10,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from llm_gym.model_input import ModelInput
+from llm_gym.model_input import EncodedTextChunk
 from llm_gym.renderers.base import (
     Message,
     ParseTermination,
+    RenderContext,
+    RenderedMessage,
     Renderer,
     TrainOnWhat,
     ensure_text,
@@ -50,6 +53,17 @@ class ChatMLRenderer(Renderer):
         """(header tokens, body tokens incl. <|im_end|>) for one message; newline after is extra."""
         body = self.tokenizer.encode(ensure_text(message["content"]), add_special_tokens=False)
         return self._turn_header(message["role"]), body + [self.im_end]
+
+    def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
+        """One message in the cookbook's Qwen3 chunking of the same tokens: header = the newline
+        that ends the previous turn (not before the first message) + `<|im_start|>role\n`,
+        output = the content, then `<|im_end|>` as a chunk of its own. (The builders below produce
+        these tokens directly.)"""
+        header, body = self._turn(message)
+        if ctx.idx > 0:
+            header = self._newline + header
+        output = [EncodedTextChunk(tokens=body[:-1]), EncodedTextChunk(tokens=body[-1:])]
+        return RenderedMessage(output=output, header=EncodedTextChunk(tokens=header))
 
     def build_generation_prompt(
         self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None

@@ -234,6 +234,26 @@ def test_chatml_matches_qwen3_instruct_layout_and_parse(cookbook, bpe):
     assert seen == {"stop_sequence", "malformed"}
 
 
+def test_chatml_render_message_matches_qwen3_chunks(cookbook, bpe):
+    from tinker_cookbook.renderers import RenderContext as TheirContext
+    from tinker_cookbook.renderers.qwen3 import Qwen3InstructRenderer
+
+    mine, theirs = ours.ChatMLRenderer(bpe), Qwen3InstructRenderer(bpe)
+    compared = 0
+    for convo in _conversations(seed=5):
+        for i, message in enumerate(convo):
+            fields = dict(idx=i, is_last=i == len(convo) - 1,
+                          prev_message=convo[i - 1] if i else None,
+                          next_message=convo[i + 1] if i + 1 < len(convo) else None)
+            a = mine.render_message(message, ours.RenderContext(**fields))
+            b = theirs.render_message(message, TheirContext(**fields))
+            assert list(a.header.tokens) == list(b.header.tokens)
+            assert [list(c.tokens) for c in a.output] == [list(c.tokens) for c in b.output]
+            assert (a.stop_overlap is None) == (b.stop_overlap is None)
+            compared += 1
+    assert compared > 50
+
+
 # --- ProblemEnv -------------------------------------------------------------------------------
 def _add_env(base):
     class AddEnv(base):

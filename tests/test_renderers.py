@@ -379,8 +379,13 @@ def test_render_message_is_the_cookbooks_layout(byte_tokenizer):
     assert isinstance(out, RenderedMessage)
     assert [t.decode(c.tokens) for c in (out.header, *out.output, out.stop_overlap)] == [
         "Assistant:", " hi\n\n", "User:"]
-    with pytest.raises(NotImplementedError, match="render_message"):
-        ChatMLRenderer(byte_tokenizer).render_message(Message(role="user", content="x"), RenderContext(0, True))
+    chatml = ChatMLRenderer(byte_tokenizer)
+    convo = [Message(role="user", content="x"), Message(role="assistant", content="y")]
+    chunks = [chatml.render_message(m, RenderContext(i, i == 1)) for i, m in enumerate(convo)]
+    flat = [tok for c in chunks for tok in [*c.header.tokens, *(x for o in c.output for x in o.tokens)]]
+    # the chunks concatenate to the generation prompt's tokens (minus the open assistant header)
+    assert flat + chatml._newline == chatml.build_generation_prompt(convo).to_ints()[: len(flat) + 1]
+    assert t.decode(chunks[1].header.tokens, skip_special_tokens=False) == "\n<|im_start|>assistant\n"
 
 
 def test_renderer_registry(byte_tokenizer):

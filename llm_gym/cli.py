@@ -16,12 +16,14 @@ COMMANDS: dict[str, str] = {
     "train": "trainers.cli_train:train_main",
     "plot": "trainers.cli_train:plot_main",
     "export": "trainers.adapters.datasets_export:main",
+    "list": "llm_gym.cli_list:list_main",
 }
 
 SUMMARIES: dict[str, str] = {
     "train": "SFT warm start + GRPO on an llm/ environment (no arguments: tiny model, llm/Math-v0)",
     "plot": "write a PNG reward/accuracy curve of a run: llm-gym plot RUN_DIR",
     "export": "write an env's tasks as a dataset (jsonl/arrow) for SFT or eval: llm-gym export ENV_ID --n N --out PATH",
+    "list": "list the registered env ids (family, turns, source package); --json for JSON",
 }
 
 

@@ -291,3 +291,21 @@ def test_missing_package_names_the_install_command(monkeypatch):
     spec = importlib.util.spec_from_file_location("_no_verifiers_probe", adapter.__file__)
     with pytest.raises(ImportError, match=re.escape("pip install 'verifiers>=0.4,<0.5'")):
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_readme_api_stack_example_runs(tmp_path, monkeypatch):
+    """The README's ```py block for verifiers + OpenEnv, run as written except that its model
+    server is the loopback stub (the README points at a hosted API)."""
+    pytest.importorskip("openenv", reason="needs openenv-core (make test-adapters)")
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```py\n(.*?)```", readme, flags=re.S) if "llm_vf" in b]
+    with StubModel(math_policy) as stub:
+        monkeypatch.chdir(tmp_path)
+        monkeypatch.setenv("OPENAI_API_KEY", "stub-key")
+        code = block.replace('"https://api.openai.com/v1"', repr(stub.base_url))
+        namespace: dict = {}
+        exec(compile(code, "README.md", "exec"), namespace)
+    assert len(namespace["episodes"]) == 8 and all(e.ok for e in namespace["episodes"])
+    assert namespace["result"].done in (True, False) and namespace["obs"].text

@@ -5,14 +5,17 @@
   datasets (what the trainer consumes).
 - `GroupAdvantages`: a vector-env wrapper that resets groups of G sub-envs on the same task and
   reports GRPO group-centred advantages in `info["group_advantage"]`.
+- `FromText` / `StringEnvSource`: any string-in/string-out env (Gymnasium `Text` spaces, GEM,
+  TextArena, SkyRL-gym, or a duck-typed `reset`/`step` object) as a token env.
 - `PaddedTokens`: a fixed-shape `Dict`/`MultiDiscrete` view of a token env for Stable-Baselines3,
   torchrl and Tianshou.
 """
 
+from llm_gym.wrappers.from_text import FromText, StringEnvSource
 from llm_gym.wrappers.grouping import GymEnvAdapter, GymEnvGroupBuilder, GymRLDataset
 from llm_gym.wrappers.padded import PaddedTokens
 from llm_gym.wrappers.text import TextActions
 from llm_gym.wrappers.vector import GroupAdvantages
 
-__all__ = ["GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "PaddedTokens",
-           "TextActions"]
+__all__ = ["FromText", "GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "PaddedTokens",
+           "StringEnvSource", "TextActions"]

@@ -56,7 +56,7 @@ def _obs_to_ints(obs: Any) -> list[int]:
         return [int(t) for t in obs]
     raise TypeError(
         f"GymEnvGroupBuilder needs token-id observations (a 1-D int array or list of ints), got "
-        f"{type(obs).__name__}; a text env needs a tokenizing wrapper first"
+        f"{type(obs).__name__}; wrap a string env in llm_gym.wrappers.FromText(env) first"
     )
 
 
@@ -213,7 +213,8 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
         if not isinstance(env, gym.Env):
             raise TypeError(
                 f"the env factory {self.env_id_or_factory!r} returned {type(env).__name__}, "
-                "expected a gymnasium.Env"
+                "expected a gymnasium.Env; for a string env (GEM, TextArena, ...) return "
+                "llm_gym.wrappers.FromText(env)"
             )
         return env
 

@@ -36,6 +36,12 @@ class TextActions(gym.Wrapper[str, str, np.ndarray, np.ndarray]):
 
     def __init__(self, env: gym.Env, tokenizer: Any = None, append_stop: bool = True) -> None:
         super().__init__(env)
+        if isinstance(env.observation_space, gym.spaces.Text) or isinstance(env.action_space, gym.spaces.Text):
+            raise TypeError(
+                f"TextActions turns a token env into a text one, but {type(env.unwrapped).__name__} "
+                "already has Text spaces; to train it, make it a token env: "
+                "llm_gym.wrappers.FromText(env)"
+            )
         self.tokenizer = tokenizer if tokenizer is not None else getattr(env.unwrapped, "tokenizer", None)
         if self.tokenizer is None:
             raise ValueError(

@@ -1,0 +1,282 @@
+"""reasoning-gym datasets as single-turn llm-gym envs: `rg/<dataset>-v0` (`ReasoningGymSource`).
+
+Each episode is one item of a reasoning-gym dataset (`reasoning_gym.create_dataset(name, seed=...,
+size=...)`): the question is the user turn, the model's answer is read from `<answer>...</answer>`
+tags (reasoning-gym's own `extract_answer`, with its "default" system prompt asking for them;
+`answer_format="raw"` takes the whole reply, with no system prompt) and scored by the dataset's own
+`score_answer`, in [0, 1], through `llm_gym.grading.bounded` (a scorer that hangs on an adversarial
+answer is cut off after `grader_timeout_s`, metric `grader_timeout`; one that raises scores 0,
+metric `score_error`). Reward = `format_coef * (format_ok - 1) + score`, where `format_ok` means the
+reply ended on the renderer's stop sequence (and, with tags, held them). Out-of-vocabulary ids,
+invalid UTF-8 and replies over `max_response_chars` are never scored: `-format_coef`, metric
+`invalid_response`. Every field of the dataset's config dataclass is a knob
+(`gym.make("rg/basic_arithmetic-v0", max_terms=3)`), except `seed`, which the split decides:
+split="train" is the dataset made with seed 0 and split="test" with seed 2**31, so for the datasets
+that draw item i from `Random(seed + i)` (nearly all) the two splits use disjoint generator seeds
+(datasets with small task spaces can still repeat a task across them). `size` items per split (a
+knob, default 10,000; smaller for datasets that draw every task in their constructor); `reset(seed)`
+picks one uniformly. Datasets are built once per process and configuration.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+from llm_gym.bridges import REASONING_GYM
+from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading.bounded import acall_bounded
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers import Message, Renderer, get_text_content
+from llm_gym.rl import ProblemEnv
+from llm_gym.rl.types import Action, ActionExtra, StepResult
+
+__all__ = ["ReasoningGymEnv", "ReasoningGymSource", "dataset_card"]
+
+DEFAULT_SIZE = 10_000
+SPLIT_SEEDS = {"train": 0, "test": 2**31}
+MAX_RESPONSE_CHARS = 65_536
+ANSWER_FORMATS = ("tags", "raw")
+_BRIDGE_KNOBS = {
+    "size": f"tasks per split (default {DEFAULT_SIZE}, smaller for datasets that draw every "
+    "task in their constructor)",
+    "answer_format": "'tags' (the answer is read from <answer>...</answer>, reasoning-gym's "
+    "convention) or 'raw' (the whole reply) (default 'tags')",
+    "system_prompt": "system message; None: reasoning-gym's 'default' prompt for 'tags', none for "
+    "'raw'; '' for none (default None)",
+    "format_coef": "penalty for a reply without the format, 0-1 (default 0.1)",
+    "grader_timeout_s": "seconds score_answer may take (default 10)",
+}
+
+
+def _rg():
+    import reasoning_gym
+
+    return reasoning_gym
+
+
+def _classes(dataset: str) -> tuple[type, type]:
+    from reasoning_gym.factory import DATASETS
+
+    if dataset not in DATASETS:
+        close = difflib.get_close_matches(dataset, list(DATASETS), n=3)
+        hint = f" Did you mean: {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"reasoning-gym has no dataset {dataset!r}.{hint}")
+    return DATASETS[dataset]
+
+
+def _config_fields(dataset: str) -> dict[str, Any]:
+    """The dataset's config fields (but `seed` and `size`) and their defaults."""
+    _, config_cls = _classes(dataset)
+    out = {}
+    for f in dataclasses.fields(config_cls):
+        if f.name in ("seed", "size"):
+            continue
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            out[f.name] = f.default_factory()  # type: ignore[misc]
+        else:
+            out[f.name] = None
+    return out
+
+
+def dataset_card(dataset: str, format_coef: float = 0.1) -> EnvCard:
+    """The card of `rg/<dataset>-v0` (imports reasoning-gym)."""
+    dataset_cls, _ = _classes(dataset)
+    doc = (dataset_cls.__doc__ or "").strip().split("\n\n")[0].replace("\n", " ")
+    knobs = {
+        name: f"reasoning-gym config field (default {default!r})"
+        for name, default in _config_fields(dataset).items()
+    }
+    knobs.update(_BRIDGE_KNOBS)
+    category = dataset_cls.__module__.split(".")[1] if dataset_cls.__module__.count(".") >= 2 else "other"
+    return EnvCard(
+        id=f"rg/{dataset}-v0",
+        family=f"reasoning-gym/{category}",
+        description=(
+            f"reasoning-gym's procedural `{dataset}` dataset ({category}): {doc or 'no description'} "
+            "One question, one answer in <answer> tags, scored by the dataset's own score_answer."
+        ),
+        multi_turn=False,
+        reward_range=(-format_coef, 1.0),
+        reward_meaning="format_coef*(format_ok-1) + score_answer(answer) in [0, 1] (partial credit "
+        "where the dataset gives it); -format_coef for an unreadable reply",
+        difficulty_knobs=knobs,
+        data_source=f"generated offline by reasoning-gym {REASONING_GYM.version} from the seed",
+        license=REASONING_GYM.license,
+    )
+
+
+_DATASETS: dict[str, Any] = {}
+_MAX_CACHED_DATASETS = 64
+
+
+def _dataset(dataset: str, config: dict[str, Any], seed: int, size: int) -> Any:
+    """The reasoning-gym dataset object for this configuration (built once per process)."""
+    key = json.dumps([dataset, config, seed, size], sort_keys=True, default=repr)
+    ds = _DATASETS.get(key)
+    if ds is None:
+        dataset_cls, config_cls = _classes(dataset)
+        cfg = config_cls(**config, seed=seed, size=size)
+        if hasattr(cfg, "validate"):
+            cfg.validate()
+        ds = dataset_cls(config=cfg)
+        if len(_DATASETS) >= _MAX_CACHED_DATASETS:
+            _DATASETS.clear()
+        _DATASETS[key] = ds
+    return ds
+
+
+class ReasoningGymEnv(ProblemEnv):
+    """One reasoning-gym item (`entry`: its question, answer and metadata); see the module
+    docstring for the reward. Metrics: `format`, `score`, `correct` (score == 1),
+    `invalid_response`, `score_error` and (only when it happens) `grader_timeout`."""
+
+    def __init__(self, renderer: Renderer, dataset: Any, entry: dict, *, answer_format: str,
+                 system_prompt: str | None, format_coef: float, grader_timeout_s: float) -> None:
+        prefix = [Message(role="system", content=system_prompt)] if system_prompt else []
+        super().__init__(renderer, convo_prefix=prefix, format_coef=format_coef,
+                         grader_timeout_s=grader_timeout_s)
+        self.dataset = dataset
+        self.entry = entry
+        self.answer_format = answer_format
+
+    def get_question(self) -> str:
+        return str(self.entry["question"])
+
+    def get_reference_answer(self) -> str:
+        answer = self.entry.get("answer")
+        return "" if answer is None else str(answer)
+
+    def get_reference_response(self) -> str:
+        if self.answer_format == "tags":
+            return f"<answer>{self.get_reference_answer()}</answer>"
+        return self.get_reference_answer()
+
+    def extract(self, content: str) -> str | None:
+        if self.answer_format == "raw":
+            return content.strip()
+        from reasoning_gym.utils import extract_answer
+
+        return extract_answer(content)
+
+    def check_format(self, sample_str: str) -> bool:
+        return self.answer_format == "raw" or self.extract(sample_str) is not None
+
+    def check_answer(self, sample_str: str) -> bool:
+        return self._score(sample_str)[0] == 1.0
+
+    def _score(self, content: str) -> tuple[float, bool, float]:
+        """(score in [0, 1], whether the answer had the format, score_error)."""
+        answer = self.extract(content)
+        try:
+            score = float(self.dataset.score_answer(answer, self.entry))
+        except Exception:  # scorers that parse the answer raise on garbage: model output, not a bug
+            return 0.0, answer is not None, 1.0
+        if not math.isfinite(score):
+            return 0.0, answer is not None, 1.0
+        return min(max(score, 0.0), 1.0), answer is not None, 0.0
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        message, termination = self.renderer.parse_response(action)
+        content = get_text_content(message)
+        metrics: dict[str, float] = {"invalid_response": 0.0, "score_error": 0.0}
+        if (
+            self.renderer.has_invalid_ids(action) or "\ufffd" in content
+            or len(content) > MAX_RESPONSE_CHARS
+        ):
+            score, format_ok = 0.0, 0.0
+            metrics["invalid_response"] = 1.0
+        else:
+            outcome = await acall_bounded(self._score, content, timeout_s=self.grader_timeout_s)
+            if outcome.ok:
+                score, has_format, metrics["score_error"] = outcome.value
+                format_ok = float(has_format and termination.is_stop_sequence)
+            else:
+                score, format_ok = 0.0, 0.0
+                metrics["grader_timeout" if outcome.timed_out else "score_error"] = 1.0
+        reward = self.format_coef * (format_ok - 1.0) + score
+        return StepResult(
+            reward=reward,
+            episode_done=True,
+            next_observation=ModelInput.empty(),
+            next_stop_condition=self.stop_condition,
+            metrics={"format": format_ok, "score": score, "correct": float(score == 1.0), **metrics},
+            logs={"response": content[:2000], "reference": self.get_reference_answer()[:2000],
+                  "termination": termination.value},
+        )
+
+
+class ReasoningGymSource(EnvSource):
+    """Items of one reasoning-gym dataset (`dataset`), with its config fields as knobs."""
+
+    card = EnvCard(
+        id="rg/<dataset>-v0", family="reasoning-gym", description="a reasoning-gym dataset",
+        multi_turn=False, reward_range=(-0.1, 1.0), reward_meaning="score_answer",
+        difficulty_knobs=dict(_BRIDGE_KNOBS), data_source="reasoning-gym", license="Apache-2.0",
+    )
+
+    def __init__(
+        self,
+        *,
+        renderer: Renderer,
+        split: str = "train",
+        dataset: str,
+        size: int = DEFAULT_SIZE,
+        answer_format: str = "tags",
+        system_prompt: str | None = None,
+        format_coef: float = 0.1,
+        grader_timeout_s: float = 10.0,
+        **config: Any,
+    ) -> None:
+        fields = _config_fields(dataset)
+        self.card = dataset_card(dataset, float(format_coef))
+        if "seed" in config:
+            raise TypeError(
+                "seed is not a knob of rg/ envs: the split picks the dataset seed and "
+                "reset(seed=...) the item"
+            )
+        unknown = sorted(set(config) - set(fields))
+        if unknown:
+            close = [c for u in unknown for c in difflib.get_close_matches(u, list(fields), n=1)]
+            hint = f" Did you mean: {', '.join(map(repr, close))}?" if close else ""
+            raise TypeError(
+                f"rg/{dataset}-v0 got unknown option(s) {unknown}; its config fields are "
+                f"{sorted(fields)} (and {sorted(_BRIDGE_KNOBS)}).{hint}"
+            )
+        super().__init__(renderer=renderer, split=split)
+        if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= 2**31:
+            raise ValueError(f"size must be an int in [1, 2**31], got {size!r}")
+        if answer_format not in ANSWER_FORMATS:
+            raise ValueError(f"answer_format must be one of {ANSWER_FORMATS}, got {answer_format!r}")
+        if not (isinstance(format_coef, (int, float)) and 0 <= format_coef <= 1):
+            raise ValueError(f"format_coef must be a number in [0, 1], got {format_coef!r}")
+        if system_prompt is None and answer_format == "tags":
+            from reasoning_gym.utils import SYSTEM_PROMPTS
+
+            system_prompt = SYSTEM_PROMPTS["default"]
+        # JSON gives lists where reasoning-gym's defaults are tuples: keep the default's type.
+        for key, value in list(config.items()):
+            if isinstance(value, list) and isinstance(fields[key], tuple):
+                config[key] = tuple(value)
+        self.dataset_name = dataset
+        self.size = size
+        self.answer_format = answer_format
+        self.system_prompt = system_prompt
+        self.format_coef = float(format_coef)
+        self.grader_timeout_s = grader_timeout_s
+        self.dataset = _dataset(dataset, config, SPLIT_SEEDS[split], size)
+
+    def make_env(self, rng: np.random.Generator) -> ReasoningGymEnv:
+        entry = self.dataset[int(rng.integers(0, self.size))]
+        return ReasoningGymEnv(
+            self.renderer, self.dataset, entry, answer_format=self.answer_format,
+            system_prompt=self.system_prompt, format_coef=self.format_coef,
+            grader_timeout_s=self.grader_timeout_s,
+        )

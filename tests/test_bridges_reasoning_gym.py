@@ -1,0 +1,127 @@
+"""The reasoning-gym bridge against the real, pinned package: every registered `rg/<name>-v0` passes
+`check_env` and a scripted episode (the dataset's own answer scores 1, garbage does not), the
+committed id table matches the package, knobs are the config fields, splits use disjoint seeds,
+and a scorer that raises or hangs is contained. Runs where reasoning-gym is installed (`make
+test-bridges`); skipped elsewhere."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from importlib import metadata
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+rg = (importlib.import_module("reasoning_gym") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
+      else pytest.importorskip("reasoning_gym"))
+
+import llm_gym  # noqa: E402,F401 - registers the ids
+from llm_gym.bridges import REASONING_GYM  # noqa: E402
+from llm_gym.bridges import reasoning_gym as bridge  # noqa: E402
+from llm_gym.tokenizers import ByteTokenizer  # noqa: E402
+
+TOK = ByteTokenizer()
+IDS = list(REASONING_GYM.entries)
+
+
+def say(text: str) -> list[int]:
+    return TOK.encode(text) + [260]
+
+
+def test_pinned_version_and_the_committed_table_match_the_package():
+    from reasoning_gym.factory import DATASETS
+
+    assert metadata.version("reasoning-gym") == REASONING_GYM.version
+    names = {entry["dataset"] for entry in REASONING_GYM.entries.values()}
+    assert names | set(REASONING_GYM.skipped) == set(DATASETS)
+    assert not names & set(REASONING_GYM.skipped)
+    assert all(gym.spec(env_id).kwargs["source"] == REASONING_GYM.source for env_id in IDS)
+
+
+def test_the_reasons_for_leaving_datasets_out_still_hold():
+    ds = rg.create_dataset("game_of_life_halting", size=5, seed=0)
+    assert all(ds.score_answer("certainly not", ds[i]) == 1.0 for i in range(5))  # any answer scores 1
+    with pytest.raises(Exception):
+        rg.create_dataset("composite", size=5, seed=0)  # needs a list of member datasets
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_id_passes_check_env_and_a_scripted_episode(env_id):
+    env = gym.make(env_id)
+    ob, info = env.reset(seed=7)
+    again, _ = gym.make(env_id).reset(seed=7)
+    assert np.array_equal(ob, again)  # same seed, same task
+    episode = env.unwrapped.current_env
+    assert episode.get_question() in info["text"]
+    if episode.entry.get("answer") is not None:  # a few datasets have no single oracle answer
+        _, reward, terminated, _, step_info = env.step(say(episode.get_reference_response()))
+        assert terminated and reward == 1.0, step_info["logs"]
+    env.reset(seed=7)
+    _, reward, terminated, _, step_info = env.step(say("<answer>zzz not it</answer>"))
+    assert terminated and reward < 0.5 and step_info["metrics"]["correct"] == 0.0
+    env.reset(seed=7)
+    _, reward, *_ = env.step([0xFF, 0xFE, 10**9])  # invalid UTF-8 and an out-of-vocabulary id
+    assert reward == -0.1
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(gym.make(env_id).unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_config_fields_are_knobs_and_unknown_ones_say_what_exists():
+    env = gym.make("rg/basic_arithmetic-v0", min_terms=2, max_terms=2, max_digits=1, operators=["+"])
+    env.reset(seed=0)
+    question = env.unwrapped.current_env.get_question()
+    assert question.count("+") == 1 and "*" not in question
+    card = env.unwrapped.source.card
+    assert {"min_terms", "max_terms", "operators", "size", "answer_format"} <= set(card.difficulty_knobs)
+    with pytest.raises(TypeError, match="max_terms"):
+        gym.make("rg/basic_arithmetic-v0", max_term=3)
+    with pytest.raises(TypeError, match="split"):
+        gym.make("rg/basic_arithmetic-v0", seed=3)
+
+
+def test_train_and_test_use_disjoint_dataset_seeds():
+    train = gym.make("rg/basic_arithmetic-v0").unwrapped.source
+    test = gym.make("rg/basic_arithmetic-v0", split="test").unwrapped.source
+    assert train.dataset.seed + train.size <= test.dataset.seed
+    tasks = {gym.make("rg/basic_arithmetic-v0").unwrapped.source.dataset[i]["question"] for i in range(50)}
+    held_out = {test.dataset[i]["question"] for i in range(50)}
+    assert len(tasks & held_out) < 5  # different generator seeds, (nearly) different tasks
+
+
+def test_raw_answer_format_and_partial_credit():
+    env = gym.make("rg/spell_backward-v0", answer_format="raw")
+    _, info = env.reset(seed=1)
+    assert "<answer>" not in info["text"]  # no tag-asking system prompt
+    episode = env.unwrapped.current_env
+    assert env.step(say(episode.entry["answer"]))[1] == 1.0
+
+
+def test_a_scorer_that_raises_or_hangs_is_contained(monkeypatch):
+    env = gym.make("rg/prime_factorization-v0")
+    env.reset(seed=0)
+    _, reward, _, _, info = env.step(say("<answer>not a number</answer>"))  # its scorer raises
+    assert reward == 0.0 and info["metrics"]["score_error"] == 1.0  # format ok, score 0
+    env = gym.make("rg/gcd-v0", grader_timeout_s=0.5)
+    env.reset(seed=0)
+    dataset = env.unwrapped.current_env.dataset
+
+    def hang(answer, entry):
+        while True:
+            pass
+
+    monkeypatch.setattr(dataset, "score_answer", hang)
+    _, reward, _, _, info = env.step(say("<answer>1</answer>"))
+    assert reward == -0.1 and info["metrics"]["grader_timeout"] == 1.0
+
+
+def test_card_is_built_from_the_dataset():
+    card = bridge.dataset_card("gsm_symbolic")
+    assert card.id == "rg/gsm_symbolic-v0" and not card.multi_turn and card.reward_range == (-0.1, 1.0)
+    assert card.license == "Apache-2.0" and "gsm_symbolic" in card.description

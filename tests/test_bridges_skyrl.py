@@ -1,0 +1,93 @@
+"""The SkyRL-gym bridge against the real, pinned skyrl-gym: every registered `skyrl/<id>` passes
+`check_env` and a scripted episode over a small SkyRL-format dataset written here, the committed
+table matches the package, a missing dataset says how to make one, and rows with a split are used
+only for it. Runs where skyrl-gym is installed (`make test-bridges`)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import warnings
+from importlib import metadata
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+skyrl_gym = (importlib.import_module("skyrl_gym") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
+      else pytest.importorskip("skyrl_gym"))
+
+import llm_gym  # noqa: E402,F401
+from llm_gym.bridges import SKYRL  # noqa: E402
+from llm_gym.tokenizers import ByteTokenizer  # noqa: E402
+
+TOK = ByteTokenizer()
+IDS = list(SKYRL.entries)
+ANSWER = {"skyrl/gsm8k": "#### {}", "skyrl/gsm8k_multi_turn": "#### {}", "skyrl/aime": "Answer: {}"}
+
+
+def say(text: str) -> list[int]:
+    return TOK.encode(text) + [260]
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    path = tmp_path_factory.mktemp("skyrl") / "rows.jsonl"
+    rows = []
+    for i, (a, b) in enumerate([(3, 4), (6, 7), (12, 30), (5, 5)]):
+        rows.append({
+            "prompt": [{"role": "system", "content": "Finish with '#### <number>'."},
+                       {"role": "user", "content": f"What is {a} + {b}?"}],
+            "env_class": "gsm8k",
+            "reward_spec": {"method": "rule", "ground_truth": str(a + b)},
+            "extra_info": {"max_turns": 3},
+            "split": "test" if i == 3 else "train",
+        })
+    path.write_text("\n".join(json.dumps(r) for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def test_pinned_version_and_the_committed_table_match_the_package():
+    assert metadata.version("skyrl-gym") == SKYRL.version
+    names = {e["env_name"] for e in SKYRL.entries.values()}
+    assert names | set(SKYRL.skipped) == set(skyrl_gym.registry)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_id_passes_check_env_and_a_scripted_episode(env_id, dataset):
+    env = gym.make(env_id, dataset=dataset)
+    _, info = env.reset(seed=2)
+    assert "Finish with" in info["text"]  # the row's system message is kept
+    row = env.unwrapped.current_env.string_env.row
+    _, reward, terminated, *_ = env.step(say(ANSWER[env_id].format(row["reward_spec"]["ground_truth"])))
+    assert reward == 1.0 and terminated
+    env.reset(seed=2)
+    _, reward, *_ = env.step(say("I do not know"))
+    assert reward == env.unwrapped.reward_range[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(gym.make(env_id, dataset=dataset).unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_multi_turn_gets_more_tries(dataset):
+    env = gym.make("skyrl/gsm8k_multi_turn", dataset=dataset)
+    _, info = env.reset(seed=0)
+    ob, reward, terminated, _, info = env.step(say("#### 0"))
+    assert not terminated and "tentative numeric answer" in TOK.decode(list(ob))
+    truth = env.unwrapped.current_env.string_env.row["reward_spec"]["ground_truth"]
+    _, reward, terminated, *_ = env.step(say(f"#### {truth}"))
+    assert terminated and reward == 1.0
+
+
+def test_dataset_is_required_and_splits_are_kept(dataset):
+    with pytest.raises(ValueError, match="dataset="):
+        gym.make("skyrl/gsm8k")
+    test_env = gym.make("skyrl/gsm8k", dataset=dataset, split="test")
+    questions = set()
+    for seed in range(6):
+        _, info = test_env.reset(seed=seed)
+        questions.add(info["text"].rsplit("What is", 1)[1][:8])
+    assert questions == {" 5 + 5?<"}

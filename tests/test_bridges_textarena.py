@@ -1,0 +1,178 @@
+"""The TextArena bridge against the real, pinned package: every registered `textarena/<Game>-v0`
+passes `check_env` and a scripted game (random legal moves) to its end, the committed table
+matches the package, the optimal opponents cannot be beaten, episodes are reproducible, the
+observations never repeat history, and self-play runs both seats of one game through the rollout
+code. Runs where textarena is installed (`make test-bridges`); skipped elsewhere."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import os
+import random
+import re
+import warnings
+from importlib import metadata
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+ta = (importlib.import_module("textarena") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
+      else pytest.importorskip("textarena"))
+
+import llm_gym  # noqa: E402,F401
+from llm_gym.bridges import TEXTARENA  # noqa: E402
+from llm_gym.bridges.textarena import TextArenaSelfPlay, random_move  # noqa: E402
+from llm_gym.completers import TokenCompleter, TokensWithLogprobs  # noqa: E402
+from llm_gym.renderers import get_renderer  # noqa: E402
+from llm_gym.rl import do_group_rollout  # noqa: E402
+from llm_gym.tokenizers import ByteTokenizer  # noqa: E402
+
+TOK = ByteTokenizer()
+IDS = list(TEXTARENA.entries)
+
+
+def say(text: str) -> list[int]:
+    return TOK.encode(text) + [260]
+
+
+def play(env, seed: int, max_turns: int = 200):
+    """A scripted agent: a random legal move for its seat each turn. Returns (return, turns, info)."""
+    env.reset(seed=seed)
+    rng = random.Random(seed)
+    total, info = 0.0, {}
+    for turn in range(1, max_turns + 1):
+        game = env.unwrapped.current_env.string_env
+        move = random_move(game.env, game.shown_to_agent(), rng)
+        _, reward, terminated, truncated, info = env.step(say(move))
+        total += reward
+        if terminated or truncated:
+            return total, turn, info
+    raise AssertionError(f"no end after {max_turns} turns")
+
+
+def test_pinned_version_and_the_committed_table_match_the_package():
+    from textarena.envs.registration import ENV_REGISTRY
+
+    assert metadata.version("textarena") == TEXTARENA.version
+    base = {i for i in ENV_REGISTRY if re.fullmatch(r"[A-Za-z0-9]+-v\d+", i)}
+    games = {e["game"] for e in TEXTARENA.entries.values()}
+    assert games | set(TEXTARENA.skipped) == base and not games & set(TEXTARENA.skipped)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_id_passes_check_env_and_a_scripted_game(env_id):
+    env = gym.make(env_id)
+    ob, _ = env.reset(seed=3)
+    assert np.array_equal(ob, gym.make(env_id).reset(seed=3)[0])
+    total, turns, info = play(env, seed=3)
+    assert -1.0 <= total <= 1.0 and turns >= 1
+    text = env.unwrapped.render() if env.unwrapped.render_mode else None
+    assert text is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        check_env(gym.make(env_id).unwrapped)
+    assert [str(w.message) for w in caught] == []
+
+
+def test_same_seed_same_game_and_the_seat_comes_from_the_seed():
+    env = gym.make("textarena/ConnectFour-v0")
+    first = play(env, seed=11)
+    seats = set()
+    for seed in range(8):
+        env.reset(seed=seed)
+        seats.add(env.unwrapped.current_env.string_env.agent)
+    assert play(env, seed=11) == first and seats == {0, 1}
+
+
+def test_history_is_not_repeated_in_the_conversation():
+    env = gym.make("textarena/TicTacToe-v0", agent_player=0)
+    _, info = env.reset(seed=0)
+    intro = "You are Player 0 in Tic Tac Toe."
+    rng = random.Random(0)
+    for _ in range(3):
+        game = env.unwrapped.current_env.string_env
+        ob, _, terminated, *_ = env.step(say(random_move(game.env, game.shown_to_agent(), rng)))
+        if terminated:
+            break
+    text = TOK.decode(list(ob))
+    assert text.count(intro) == 1 and "[Player 0]" not in text  # own moves are the assistant turns
+
+
+@pytest.mark.parametrize("game", ["TicTacToe-v0", "Nim-v0"])
+def test_the_optimal_opponent_is_never_beaten_by_random_play(game):
+    env = gym.make(f"textarena/{game}", opponent="optimal")
+    returns = [play(env, seed)[0] for seed in range(12)]
+    assert max(returns) <= 0.0
+    assert min(returns) == -1.0  # and it does win
+
+
+def test_invalid_moves_and_bad_tokens_get_defined_rewards():
+    env = gym.make("textarena/TicTacToe-v0", agent_player=0)
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step(say("I pass"))  # TextArena: a warning, then a loss
+    assert reward == 0.0 and not terminated and "invalid move" in info["logs"]["observation"]
+    _, reward, terminated, _, info = env.step(say("still no move"))
+    assert reward == -1.0 and terminated and info["metrics"]["env/invalid_move"] == 1.0
+    env.reset(seed=0)
+    _, reward, terminated, _, info = env.step([0xFF, 10**9])
+    assert reward == -1.0 and terminated and info["metrics"]["invalid_action"] == 1.0
+    with pytest.raises(ValueError, match="optimal"):
+        gym.make("textarena/ConnectFour-v0", opponent="optimal")
+
+
+class MovePolicy(TokenCompleter):
+    """Plays the first move listed as available in the last observation (TicTacToe's format)."""
+
+    async def __call__(self, model_input, stop, *, max_tokens=None):
+        await asyncio.sleep(0)
+        text = TOK.decode(model_input.to_ints())
+        moves = re.findall(r"'\[(\d)\]'", text.rsplit("Available Moves:", 1)[-1])
+        return TokensWithLogprobs(say(f"[{moves[0]}]" if moves else "[0]"), None)
+
+
+def test_self_play_runs_both_seats_of_one_game():
+    renderer = get_renderer(None, TOK)
+    builder = TextArenaSelfPlay("TicTacToe-v0", seed=5, renderer=renderer, num_games=2)
+    groups = asyncio.run(do_group_rollout(builder, MovePolicy()))
+    returns = [sum(t.reward for t in traj.transitions) for traj in groups.trajectories_G]
+    assert len(returns) == 4
+    assert returns[0] == -returns[1] and returns[2] == -returns[3]  # zero-sum per game
+    assert sorted(returns[:2]) == [-1.0, 1.0]  # "first free cell" play: player 1 completes a line
+    with pytest.raises(ValueError, match="two-player"):
+        TextArenaSelfPlay("GuessTheNumber-v0", seed=0, renderer=renderer)
+
+
+def test_from_text_sends_textarenas_resent_history_once():
+    """TextArena's own LLMObservationWrapper resends a seat's whole history every turn; FromText
+    over it (a plain adapter, as a user would write) puts each message in the chat once."""
+    from llm_gym.wrappers.from_text import FromText
+
+    class WrappedTicTacToe:  # textarena.make("TicTacToe-v0") with its default wrappers, seat 0
+        def reset(self, seed=None):
+            self.env = ta.make("TicTacToe-v0")
+            self.env.reset(num_players=2, seed=seed)
+            return self.env.get_observation()[1], {}
+
+        def step(self, action):
+            done, _ = self.env.step(action)
+            if not done:  # the opponent takes the lowest free cell
+                _, obs = self.env.get_observation()
+                free = re.findall(r"'\[(\d)\]'", obs.rsplit("Available Moves:", 1)[-1])
+                done, _ = self.env.step(f"[{min(free)}]")
+            if done:
+                return "", float(self.env.close()[0][0]), True, False, {}
+            return self.env.get_observation()[1], 0.0, False, False, {}
+
+    env = FromText(WrappedTicTacToe())
+    env.reset(seed=0)
+    for cell in (4, 8, 2):
+        ob, _, terminated, *_ = env.step(say(f"[{cell}]"))
+        if terminated:
+            break
+    text = TOK.decode(list(ob))
+    assert text.count("You are Player 0 in Tic Tac Toe.") == 1
+    assert text.count("placed their symbol (O) in cell 4") == 1

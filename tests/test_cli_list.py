@@ -1,0 +1,51 @@
+"""`llm-gym list`: every registered id with family, turns and package; `--json`; a filter; and the
+bridges that are not installed named with their install command."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import gymnasium as gym
+
+from llm_gym import cli
+from llm_gym.bridges import BRIDGES
+from llm_gym.cli_list import registered_envs
+
+
+def test_list_json_has_every_registered_id(capsys):
+    assert cli.main(["list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    ids = [r["id"] for r in rows]
+    llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
+    assert set(llm_ids) <= set(ids) and len(ids) == len(set(ids))
+    math = next(r for r in rows if r["id"] == "llm/Math-v0")
+    assert math["family"] == "math" and math["turns"] == "single" and math["package"].startswith("llm-gym==")
+    assert next(r for r in rows if r["id"] == "llm/TicTacToe-v0")["turns"] == "multi"
+    for bridge in BRIDGES.values():
+        mine = [r for r in rows if r["id"] in bridge.entries]
+        assert len(mine) == (len(bridge.entries) if bridge.installed() else 0)
+        assert all(r["family"] == bridge.name and bridge.version in r["package"] for r in mine)
+
+
+def test_list_table_filter_and_install_hints(capsys):
+    assert cli.main(["list", "tictac"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert lines[0].split() == ["id", "family", "turns", "package"]
+    assert any(line.startswith("llm/TicTacToe-v0") for line in lines[1:])
+    assert all("tictac" in line.split()[0].lower() for line in lines[1:])
+    for bridge in BRIDGES.values():
+        hint = f"pip install 'llm-gym[{bridge.extra}]'"
+        assert (hint in captured.err) == (not bridge.installed())
+
+
+def test_listing_is_torch_free_and_imports_no_bridged_library():
+    code = ("import sys; from llm_gym.cli_list import registered_envs; registered_envs(); "
+            "print([m for m in ('torch', 'transformers', 'reasoning_gym', 'textarena', 'gem', "
+            "'skyrl_gym') if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+    assert "list" in cli.COMMANDS and callable(cli.resolve("list"))
+    assert all(set(r) == {"id", "family", "turns", "package", "source"} for r in registered_envs())

@@ -32,6 +32,17 @@ ENV_SPECS: list[dict[str, Any]] = [
         "source": "envs_catalog.games.tictactoe:TicTacToeSource",
         "kwargs": {"opponent": "random", "agent_first": "random"},
     },
+    {
+        "id": "llm/HumanEval-v0",
+        "source": "envs_catalog.code.humaneval:HumanEvalSource",
+        "kwargs": {"problems": "split", "partial_credit": False},
+    },
+    {
+        "id": "llm/PyFunc-v0",
+        "source": "envs_catalog.code.pyfunc:PyFuncSource",
+        "kwargs": {"families": "list,str,int", "min_transforms": 1, "max_transforms": 3,
+                   "num_tests": 10},
+    },
 ]
 
 __all__ = ["ENV_SPECS"]

@@ -1,0 +1,171 @@
+"""`CodeEnv`: one code-writing question, one reply, its tests run in the sandbox, one reward.
+
+It is a `llm_gym.rl.ProblemEnv` (same prompt rendering, `conversation()`, reference response for
+SFT, `format`/`correct` metrics) whose `step` awaits `harness.grade` instead of calling a
+synchronous checker, so the G rollouts of a group grade concurrently (bounded by the shared
+sandbox pool). Bad model output is never an exception: a reply over `max_chars` (`too_long`), with
+no code (`no_code`: empty, or mentioning neither the entry point nor `return`, which no solution
+can avoid -- such replies skip the sandbox), a syntax error, an exception while loading, a
+timeout, or a run that produced no authenticated verdict all score 0 with their metric.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envs_catalog._common import check_choice, check_float, check_int
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers.base import Renderer, get_text_content
+from llm_gym.rl import ProblemEnv, StepResult
+from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
+from llm_gym.sandbox import BACKENDS
+
+from .extract import extract_code
+from .harness import CodeTask, Verdict, grade, grade_sync
+
+__all__ = ["CODE_KNOB_DOCS", "CODE_KNOB_DEFAULTS", "CodeEnv", "check_code_knobs"]
+
+CODE_KNOB_DEFAULTS: dict[str, Any] = {
+    "partial_credit": False,
+    "test_timeout_s": 3.0,
+    "timeout_s": 15.0,
+    "max_chars": 16_000,
+    "sandbox": "auto",
+}
+
+CODE_KNOB_DOCS = {
+    "partial_credit": "false: reward 1 only when every test passes; true: the fraction of tests "
+    "that pass",
+    "test_timeout_s": "wall-clock seconds each test (and loading the code) may take, 0.1-60",
+    "timeout_s": "wall-clock seconds the whole grading run may take, 1-600",
+    "max_chars": "longest reply graded, in characters (longer ones score 0: too_long), "
+    "100-100000",
+    "sandbox": "llm_gym.sandbox backend: 'auto' (bwrap where it works, else rlimit), 'bwrap' "
+    "or 'rlimit'",
+}
+
+METRIC_KEYS = ("format", "correct", "tests_passed", "num_tests", "timeout", "syntax_error",
+               "load_error", "no_code", "too_long", "harness_error")
+
+
+def check_code_knobs(own: dict[str, Any]) -> dict[str, Any]:
+    """The shared knobs of the code envs, validated (a ValueError/TypeError names the bad one)."""
+    return {
+        "partial_credit": check_choice("partial_credit", own["partial_credit"], (True, False)),
+        "test_timeout_s": check_float("test_timeout_s", own["test_timeout_s"], 0.1, 60.0),
+        "timeout_s": check_float("timeout_s", own["timeout_s"], 1.0, 600.0),
+        "max_chars": check_int("max_chars", own["max_chars"], 100, 100_000),
+        "sandbox": check_choice("sandbox", own["sandbox"], BACKENDS),
+    }
+
+
+class CodeEnv(ProblemEnv):
+    """One task: `question` (the user message), `task` (what the harness runs), and a reference
+    response that scores 1. Metrics (every key on every step): `format` (the reply ended on the
+    renderer's stop sequence), `correct` (all tests passed), `tests_passed` (their fraction),
+    `num_tests`, `timeout`, `syntax_error`, `load_error`, `no_code`, `too_long`,
+    `harness_error` (no authenticated verdict), plus `sandbox/<backend>` = 1 when a sandbox ran
+    (the backend's name is also `logs["sandbox"]`)."""
+
+    def __init__(
+        self,
+        renderer: Renderer,
+        question: str,
+        task: CodeTask,
+        reference_response: str,
+        *,
+        knobs: dict[str, Any],
+        prompt: ModelInput | None = None,
+        task_id: str = "",
+    ) -> None:
+        super().__init__(renderer, format_coef=0.0, grader_timeout_s=None)
+        self.question = question
+        self.task = task
+        self.task_id = task_id
+        self.reference_response = reference_response
+        self.knobs = knobs
+        self._prompt = prompt
+
+    # -- ProblemEnv's interface ----------------------------------------------------------------
+    async def initial_observation(self) -> tuple[Observation, StopCondition]:
+        if self._prompt is None:
+            self._prompt = self.renderer.build_generation_prompt(self.conversation())
+        return self._prompt, self.stop_condition
+
+    def get_question(self) -> str:
+        return self.question
+
+    def get_reference_answer(self) -> str:
+        code, _ = extract_code(self.reference_response)
+        return code
+
+    def get_reference_response(self) -> str:
+        return self.reference_response
+
+    def check_format(self, sample_str: str) -> bool:
+        """Some code can be read out of the reply (no sandbox run)."""
+        return self._screen(sample_str)[1] is None
+
+    def check_answer(self, sample_str: str) -> bool:
+        """Every test passes (a blocking sandbox run; `step` is the async path)."""
+        code, rejected = self._screen(sample_str)
+        if rejected is not None:
+            return False
+        return grade_sync(self.task, code, **self._grade_kwargs()).all_passed
+
+    # -- grading -------------------------------------------------------------------------------
+    def _grade_kwargs(self) -> dict[str, Any]:
+        k = self.knobs
+        return {"test_timeout_s": k["test_timeout_s"], "budget_s": k["timeout_s"],
+                "backend": k["sandbox"]}
+
+    def _screen(self, text: str) -> tuple[str, str | None]:
+        """(code, None) when the reply is worth a sandbox run, else ("", the metric that says why)."""
+        if len(text) > self.knobs["max_chars"]:
+            return "", "too_long"
+        code, how = extract_code(text)
+        if how == "empty" or (self.task.entry_point not in code and "return" not in code):
+            return "", "no_code"
+        return code, None
+
+    def reward_of(self, verdict: Verdict) -> float:
+        if verdict.all_passed:
+            return 1.0
+        return verdict.fraction if self.knobs["partial_credit"] else 0.0
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        message, termination = self.renderer.parse_response(action)
+        content = get_text_content(message)
+        metrics: dict[str, float] = dict.fromkeys(METRIC_KEYS, 0.0)
+        metrics["format"] = float(termination.is_stop_sequence)
+        metrics["num_tests"] = float(self.task.num_tests)
+        logs: dict[str, Any] = {"response": content, "termination": termination.value,
+                                "task_id": self.task_id}
+        code, rejected = self._screen(content)
+        reward = 0.0
+        if rejected is not None:
+            metrics[rejected] = 1.0
+            logs["status"] = rejected
+        else:
+            verdict = await grade(self.task, code, **self._grade_kwargs())
+            reward = self.reward_of(verdict)
+            metrics["correct"] = float(verdict.all_passed)
+            metrics["tests_passed"] = verdict.fraction
+            metrics["timeout"] = float(verdict.timeouts > 0 or verdict.status == "timeout")
+            metrics["syntax_error"] = float(verdict.status == "syntax_error")
+            metrics["load_error"] = float(verdict.status == "load_error")
+            metrics["harness_error"] = float(
+                verdict.status in ("no_verdict", "output_limit", "sandbox_error"))
+            if verdict.sandbox:
+                metrics[f"sandbox/{verdict.sandbox}"] = 1.0
+            logs.update(status=verdict.status, mode=verdict.mode, detail=verdict.detail,
+                        reasons=verdict.reasons, sandbox=verdict.sandbox, code=code,
+                        grading_wall_s=verdict.wall_s)
+        return StepResult(
+            reward=reward,
+            episode_done=True,
+            next_observation=ModelInput.empty(),
+            next_stop_condition=self.stop_condition,
+            metrics=metrics,
+            logs=logs,
+        )

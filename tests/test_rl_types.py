@@ -81,9 +81,12 @@ def test_tokens_with_logprobs():
 
 
 def test_abstract_classes_cannot_be_instantiated():
-    for cls in (Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder, rl.TokenCompleter):
+    for cls in (Env, EnvGroupBuilder, RLDataset, RLDatasetBuilder):
         with pytest.raises(TypeError):
             cls()
+    # TokenCompleter is a plain base class, as in the cookbook: it instantiates; calling it raises
+    with pytest.raises(NotImplementedError, match="must implement"):
+        asyncio.run(rl.TokenCompleter()(ModelInput.from_ints([1]), [0]))
 
 
 class _OneStepEnv(Env):

@@ -43,6 +43,16 @@ ENV_SPECS: list[dict[str, Any]] = [
         "kwargs": {"families": "list,str,int", "min_transforms": 1, "max_transforms": 3,
                    "num_tests": 10},
     },
+    {
+        "id": "llm/Calculator-v0",
+        "source": "envs_catalog.tools.calculator:CalculatorSource",
+        "kwargs": {"digits": 3, "max_turns": 4, "max_tool_calls": 3, "tool_call_cost": 0.05},
+    },
+    {
+        "id": "llm/PythonTool-v0",
+        "source": "envs_catalog.tools.python_tool:PythonToolSource",
+        "kwargs": {"scale": 2, "max_turns": 4, "max_tool_calls": 3, "tool_call_cost": 0.05},
+    },
 ]
 
 __all__ = ["ENV_SPECS"]

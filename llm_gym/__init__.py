@@ -28,6 +28,8 @@ _LAZY = {
     "GymRLDataset": "llm_gym.wrappers.grouping",
     "GroupAdvantages": "llm_gym.wrappers.vector",
     "TextActions": "llm_gym.wrappers.text",
+    "tool": "llm_gym.tools",  # tools as Python callables (`@tool`)
+    "FunctionTool": "llm_gym.tools",
 }
 
 
@@ -47,8 +49,10 @@ __all__ = [
     "GroupAdvantages",
     "GymEnvGroupBuilder",
     "GymRLDataset",
+    "FunctionTool",
     "TextActions",
     "TextEnv",
+    "tool",
     "TokenSequence",
     "make",
     "register_catalogs",

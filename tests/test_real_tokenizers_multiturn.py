@@ -43,7 +43,10 @@ def _source_class(spec):
     return getattr(importlib.import_module(module), name)
 
 
-MULTI_TURN = [spec for spec in ENV_SPECS if _source_class(spec).card.multi_turn]
+# The tool family's episodes (tools declared in the prompt, tool turns) have their own real-tokenizer
+# tests in tests/test_tool_envs.py; these tests play the games' conversations.
+MULTI_TURN = [spec for spec in ENV_SPECS
+              if _source_class(spec).card.multi_turn and _source_class(spec).card.family != "tools"]
 MULTI_TURN_IDS = [spec["id"] for spec in MULTI_TURN]
 MODE_OF = {key: mode for mode, key in METRIC_KEYS.items()}
 SEEDS = range(6)

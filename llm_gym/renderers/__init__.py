@@ -6,6 +6,9 @@
 | `chat_template` | any HF tokenizer with a chat template | EOS, end-of-turn id      |
 | `role_colon`    | base models                           | the text "\\n\\nUser:"   |
 
+Tool calls (Hermes/Qwen `<tool_call>` blocks; `tools.py`) are declared with `with_tools(renderer,
+specs)` and parsed into `message["tool_calls"]` by every renderer's `parse_response`.
+
 Multi-turn envs build each next prompt with `Continuation(renderer)` (`continuation.py`), which keeps
 the prefix property for every renderer or reports the fallback it took.
 
@@ -49,6 +52,7 @@ from llm_gym.renderers.chat_template import ChatTemplateRenderer
 from llm_gym.renderers.chatml import ChatMLRenderer
 from llm_gym.renderers.role_colon import RoleColonRenderer
 from llm_gym.renderers.continuation import Continuation, ContinuationStep
+from llm_gym.renderers.tools import parse_tool_calls, tools_system_prompt, with_tools
 
 RENDERERS = {
     "chatml": ChatMLRenderer,
@@ -148,5 +152,8 @@ __all__ = [
     "parse_think_blocks",
     "register_renderer",
     "remove_thinking",
+    "parse_tool_calls",
+    "tools_system_prompt",
     "unregister_renderer",
+    "with_tools",
 ]

@@ -28,6 +28,7 @@ from llm_gym.renderers.base import (
     trained_messages,
     validate_messages,
 )
+from llm_gym.renderers.tools import openai_tool_calls, parse_tool_calls
 
 logger = logging.getLogger(__name__)
 
@@ -71,10 +72,30 @@ def _common_prefix_len(a: list[int], b: list[int]) -> int:
     return i
 
 
+def _template_message(m: Message) -> dict:
+    """`m` as a chat template expects it: `tool_calls` as OpenAI dicts (arguments as objects), the
+    raw text of unparsed calls kept in the content (so history shows what was sampled)."""
+    out = dict(m)
+    calls = out.pop("tool_calls", None)
+    unparsed = out.pop("unparsed_tool_calls", None)
+    if calls:
+        out["tool_calls"] = openai_tool_calls(calls)
+    if unparsed:
+        raw = "\n".join(u.raw_text for u in unparsed)
+        out["content"] = (out["content"] + "\n" if out.get("content") else "") + raw
+    return out
+
+
 class ChatTemplateRenderer(Renderer):
     """Renderer over `tokenizer.apply_chat_template`. `stop_tokens` names the end-of-turn tokens
     (default: the usual ones that exist in the vocabulary); `chat_template_kwargs` are passed to
-    every `apply_chat_template` call (e.g. `{"enable_thinking": False}`)."""
+    every `apply_chat_template` call (e.g. `{"enable_thinking": False}`). With `tools` (set by
+    `llm_gym.renderers.tools.with_tools`, or passed to `build_generation_prompt`) every call passes
+    `tools=[{"type": "function", "function": spec}, ...]` to the template, and messages'
+    `tool_calls` go to it as OpenAI dicts; `parse_response` reads Hermes/Qwen `<tool_call>` blocks
+    into `tool_calls` / `unparsed_tool_calls`."""
+
+    tools: list | None = None
 
     def __init__(
         self,
@@ -144,25 +165,32 @@ class ChatTemplateRenderer(Renderer):
             probed = True
         return probed
 
-    def _template(self, messages: Sequence[Message], add_generation_prompt: bool) -> list[int]:
+    def _template(
+        self, messages: Sequence[Message], add_generation_prompt: bool, tools: Sequence | None = None
+    ) -> list[int]:
         if not messages and not add_generation_prompt:
             return []
+        tools = self.tools if tools is None else tools
+        extra = dict(self.chat_template_kwargs)
+        if tools:
+            extra["tools"] = [{"type": "function", "function": dict(t)} for t in tools]
         return _as_ids(
             self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages],
+                [_template_message(m) for m in messages],
                 add_generation_prompt=add_generation_prompt,
                 tokenize=True,
-                **self.chat_template_kwargs,
+                **extra,
             )
         )
 
     def build_generation_prompt(
-        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None
+        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None,
+        tools: Sequence | None = None,
     ) -> ModelInput:
         validate_messages(messages)
         if role != "assistant":
             raise ValueError("ChatTemplateRenderer only prompts for role='assistant'")
-        tokens = self._template(messages, add_generation_prompt=True)
+        tokens = self._template(messages, add_generation_prompt=True, tools=tools)
         if prefill:
             tokens += list(self.tokenizer.encode(prefill, add_special_tokens=False))
         return ModelInput.from_ints(tokens)
@@ -171,7 +199,8 @@ class ChatTemplateRenderer(Renderer):
         return list(self._stops)
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
-        return self._parse_at_stop_ids(tokens, self._stops, self._turn_ends)
+        message, termination = self._parse_at_stop_ids(tokens, self._stops, self._turn_ends)
+        return parse_tool_calls(message), termination
 
     def build_supervised_example(
         self,

@@ -22,9 +22,17 @@ from llm_gym.renderers.base import (
     trained_messages,
     validate_messages,
 )
+from llm_gym.renderers.tools import format_assistant_text, parse_tool_calls, prepend_tools_to_messages
 
 
 class ChatMLRenderer(Renderer):
+    """ChatML turns. With `tools` (set by `llm_gym.renderers.tools.with_tools`, or passed to
+    `build_generation_prompt`) the leading system message declares them and assistant tool calls
+    render as `<tool_call>` blocks (the format in `llm_gym.renderers.tools`); `parse_response` fills
+    `tool_calls` / `unparsed_tool_calls` from such blocks."""
+
+    tools: list | None = None
+
     def __init__(self, tokenizer: Any) -> None:
         super().__init__(tokenizer)
         ids = tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|im_end|>"])
@@ -51,7 +59,8 @@ class ChatMLRenderer(Renderer):
 
     def _turn(self, message: Message) -> tuple[list[int], list[int]]:
         """(header tokens, body tokens incl. <|im_end|>) for one message; newline after is extra."""
-        body = self.tokenizer.encode(ensure_text(message["content"]), add_special_tokens=False)
+        text = format_assistant_text(message) if message["role"] == "assistant" else ensure_text(message["content"])
+        body = self.tokenizer.encode(text, add_special_tokens=False)
         return self._turn_header(message["role"]), body + [self.im_end]
 
     def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
@@ -66,9 +75,13 @@ class ChatMLRenderer(Renderer):
         return RenderedMessage(output=output, header=EncodedTextChunk(tokens=header))
 
     def build_generation_prompt(
-        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None
+        self, messages: Sequence[Message], role: str = "assistant", prefill: str | None = None,
+        tools: Sequence | None = None,
     ) -> ModelInput:
+        """The prompt for a `role` turn; `tools` (default: the renderer's own) are declared in the
+        leading system message."""
         validate_messages(messages)
+        messages = prepend_tools_to_messages(messages, self.tools if tools is None else tools)
         tokens: list[int] = []
         for m in messages:
             header, body = self._turn(m)
@@ -82,7 +95,8 @@ class ChatMLRenderer(Renderer):
         return list(self._parse_stops)
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
-        return self._parse_at_stop_ids(tokens, self._parse_stops, self._turn_ends)
+        message, termination = self._parse_at_stop_ids(tokens, self._parse_stops, self._turn_ends)
+        return parse_tool_calls(message), termination
 
     def build_supervised_example(
         self,
@@ -91,6 +105,10 @@ class ChatMLRenderer(Renderer):
     ) -> tuple[ModelInput, list[float]]:
         validate_messages(messages)
         trained_flags = trained_messages(messages, train_on_what)
+        if self.tools:
+            messages = prepend_tools_to_messages(messages, self.tools)
+            if len(trained_flags) < len(messages):  # the added system message is never trained
+                trained_flags = [False, *trained_flags]
         tokens: list[int] = []
         weights: list[float] = []
         for i, m in enumerate(messages):

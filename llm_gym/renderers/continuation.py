@@ -48,6 +48,7 @@ from llm_gym.renderers.base import Message, Renderer, ensure_text, validate_mess
 from llm_gym.renderers.chat_template import ChatTemplateRenderer
 from llm_gym.renderers.chatml import ChatMLRenderer
 from llm_gym.renderers.role_colon import STOP_TEXT as _ROLE_COLON_STOP, RoleColonRenderer
+from llm_gym.renderers.tools import format_assistant_text
 
 EXTENDED, APPENDED, NEW_DATUM = "extended", "appended", "new_datum"
 MODES = (EXTENDED, APPENDED, NEW_DATUM)
@@ -208,7 +209,10 @@ class _ChatMLTurns(_Turns):
         else:
             key = _tail_key(messages, k)
         tail = self._tails.get(key) or self._tail(key, messages, k)
-        content = messages[k]["content"]
+        assistant = messages[k]
+        content = assistant["content"]
+        if "tool_calls" in assistant or "unparsed_tool_calls" in assistant:  # the calls' blocks too
+            content = format_assistant_text(assistant)
         body = self.encode(
             content if type(content) is str else ensure_text(content), add_special_tokens=False
         )
@@ -263,7 +267,7 @@ class _RoleColonTurns(_Turns):
         tok = self.renderer.tokenizer
         text = tok.decode(action, skip_special_tokens=True) if action else ""
         by_eos = bool(action) and action[-1] == self._eos
-        output = self._encode(" " + ensure_text(messages[k]["content"]) + "\n\n")
+        output = self._encode(" " + format_assistant_text(messages[k]) + "\n\n")
         if text.endswith(_ROLE_COLON_STOP) and not by_eos:
             if messages[k + 1]["role"] != "user":  # "User:" was sampled; a tool turn cannot follow
                 return self.renderer.build_generation_prompt(messages), NEW_DATUM

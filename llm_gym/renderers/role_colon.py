@@ -23,7 +23,16 @@ from llm_gym.renderers.base import (
     RenderContext,
     RenderedMessage,
     Renderer,
+    TrainOnWhat,
     ensure_text,
+    validate_messages,
+)
+from llm_gym.model_input import ModelInput
+from llm_gym.renderers.tools import (
+    TOOL_CALL_CLOSE,
+    format_assistant_text,
+    parse_tool_calls,
+    prepend_tools_to_messages,
 )
 
 STOP_TEXT = "\n\nUser:"
@@ -33,6 +42,13 @@ _CONTENT_SUFFIX = "\n\n"
 
 
 class RoleColonRenderer(Renderer):
+    """Role-colon turns. With `tools` (set by `llm_gym.renderers.tools.with_tools`, or passed to
+    `build_generation_prompt`) a leading "System:" message declares them, assistant tool calls are
+    `<tool_call>` blocks in the turn's text, tool results are "Tool:" turns, and sampling also stops
+    after `</tool_call>` (which then ends the turn cleanly: STOP_SEQUENCE)."""
+
+    tools: list | None = None
+
     def __init__(self, tokenizer: Any) -> None:
         super().__init__(tokenizer)
         self.eos = getattr(tokenizer, "eos_token_id", None)
@@ -64,7 +80,8 @@ class RoleColonRenderer(Renderer):
 
     def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
         header = self._encode(message["role"].capitalize() + ":")
-        output = self._encode(_CONTENT_PREFIX + ensure_text(message["content"]) + _CONTENT_SUFFIX)
+        text = format_assistant_text(message) if message["role"] == "assistant" else ensure_text(message["content"])
+        output = self._encode(_CONTENT_PREFIX + text + _CONTENT_SUFFIX)
         # "User:" completes the stop sequence after an assistant turn. Other roles get the
         # cookbook's placeholder, which it (and so we) appends when such a message ends a
         # supervised example.
@@ -75,8 +92,30 @@ class RoleColonRenderer(Renderer):
             stop_overlap=EncodedTextChunk(tokens=overlap),
         )
 
+    def build_generation_prompt(
+        self, messages, role: str = "assistant", prefill: str | None = None, tools=None,
+    ) -> ModelInput:
+        """The base class's prompt; `tools` (default: the renderer's own) are declared in a
+        leading system message."""
+        validate_messages(messages)
+        messages = prepend_tools_to_messages(messages, self.tools if tools is None else tools)
+        return super().build_generation_prompt(messages, role=role, prefill=prefill)
+
+    def build_supervised_example(
+        self, messages, train_on_what: TrainOnWhat = TrainOnWhat.LAST_ASSISTANT_MESSAGE
+    ):
+        """The base class's example; with `tools`, over the conversation that declares them (an
+        added system message gets `trainable=False` under CUSTOMIZED)."""
+        if self.tools:
+            validate_messages(messages)
+            with_spec = prepend_tools_to_messages(messages, self.tools)
+            if len(with_spec) > len(messages) and TrainOnWhat(train_on_what) is TrainOnWhat.CUSTOMIZED:
+                with_spec[0] = Message(role="system", content=with_spec[0]["content"], trainable=False)
+            messages = with_spec
+        return super().build_supervised_example(messages, train_on_what)
+
     def get_stop_sequences(self) -> list[str]:
-        return [STOP_TEXT]
+        return [STOP_TEXT, TOOL_CALL_CLOSE] if self.tools else [STOP_TEXT]
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
         valid, had_invalid = self._split_valid(tokens)
@@ -86,12 +125,15 @@ class RoleColonRenderer(Renderer):
         text = str(self.tokenizer.decode(valid, skip_special_tokens=False))
         pieces = text.split(STOP_TEXT)
         content = pieces[0].removeprefix(_CONTENT_PREFIX).removesuffix(_CONTENT_SUFFIX)
+        stopped_on_call = bool(self.tools) and len(pieces) == 1 and content.endswith(TOOL_CALL_CLOSE)
         if had_invalid:
             termination = ParseTermination.MALFORMED
+        elif stopped_on_call and not ended_with_eos:
+            termination = ParseTermination.STOP_SEQUENCE
         elif len(pieces) == 1:
             termination = ParseTermination.EOS if ended_with_eos else ParseTermination.MALFORMED
         elif len(pieces) == 2 and not ended_with_eos:
             termination = ParseTermination.STOP_SEQUENCE
         else:  # the sampler should have stopped at the delimiter: EOS after it, or a second one
             termination = ParseTermination.MALFORMED
-        return Message(role="assistant", content=content), termination
+        return parse_tool_calls(Message(role="assistant", content=content)), termination

@@ -9,6 +9,7 @@ from llm_gym.rl.data_processing import (
     trajectory_to_data,
 )
 from llm_gym.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
+from llm_gym.rl.tool_env import AgentToolMessageEnv, build_agent_tool_env
 from llm_gym.rl.problem_env import ProblemEnv, ProblemGroupBuilder
 from llm_gym.rl.rollout_limits import ParseErrorPolicy, RolloutLimits, TerminationRewardPolicy
 from llm_gym.rl.rollout_presets import RolloutConfig
@@ -50,7 +51,7 @@ from llm_gym.rl.types import (
 )
 
 __all__ = [
-    "Action", "ActionExtra", "Datum", "Env", "EnvFromMessageEnv", "EnvGroupBuilder", "FailFast", "InitialObservationOverflow", "Logprobs", "Logs",
+    "Action", "ActionExtra", "AgentToolMessageEnv", "build_agent_tool_env", "Datum", "Env", "EnvFromMessageEnv", "EnvGroupBuilder", "FailFast", "InitialObservationOverflow", "Logprobs", "Logs",
     "MessageEnv", "MessageStepResult", "Metrics", "MinViableGroup", "Observation", "ParseErrorPolicy", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
     "RLDatasetBuilder", "RetryOnFailure", "RolloutBudgetExhausted", "RolloutError",
     "RolloutConfig", "RolloutLimits", "RolloutResult", "RolloutStrategy", "SamplingTurnTimeoutError", "StepResult",

@@ -1,0 +1,126 @@
+"""What the `tools` family's envs share: knobs, the episode builder and the final-answer reward.
+
+A task is a question with an exact numeric answer. The episode is an `AgentToolMessageEnv` (through
+`build_agent_tool_env`): the model may call the family's tool up to `max_tool_calls` times in at
+most `max_turns` turns, then answers in a turn without tool calls. The reward, computed once at the
+end over the final conversation, is 1 when the last assistant message's answer is correct under
+`llm_gym.grading.grade_numeric` (the answer policy of `llm/Math-v0`: one committed answer, hedges
+and conflicting answers score 0) and 0 otherwise, minus `tool_call_cost` per tool call made; with
+`require_tool=True` a correct answer without a successful tool call scores 0 too. A turn whose
+tool calls all fail to parse scores `failed_parse_reward` (-0.1) and ends the episode, as does a
+response that does not end cleanly; a conversation that would outgrow `max_context_tokens` ends
+with -0.1.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+from typing import Any, Sequence
+
+import numpy as np
+
+from envs_catalog._common import check_float, check_int
+from llm_gym.env_source import EnvSource
+from llm_gym.grading import grade_numeric
+from llm_gym.renderers import Message, Renderer, get_text_content
+from llm_gym.rl.tool_env import build_agent_tool_env
+from llm_gym.rl.types import Env
+
+FAILED_PARSE_REWARD = -0.1
+CONTEXT_OVERFLOW_REWARD = -0.1
+MAX_GENERATION_TOKENS = 1024
+
+COMMON_DEFAULTS: dict[str, Any] = {
+    "max_turns": 4, "max_tool_calls": 3, "tool_call_cost": 0.05, "require_tool": False,
+    "max_context_tokens": 16384,
+}
+
+COMMON_KNOBS: dict[str, str] = {
+    "max_turns": "assistant turns allowed (tool turns and the answer), 1-20 (default 4)",
+    "max_tool_calls": "tool calls allowed per episode; one more ends it, 0-20 (default 3)",
+    "tool_call_cost": "subtracted from the reward per tool call made, 0-1 (default 0.05)",
+    "require_tool": "a correct answer scores only after a successful tool call (default False)",
+    "max_context_tokens": "episode ends with -0.1 rather than let the conversation pass this many "
+    "tokens plus 1024 for the next reply, 1024-1000000 (default 16384)",
+}
+
+
+def final_answer_reward(
+    messages: Sequence[Message], answer: Fraction | int, *, tool_call_cost: float, require_tool: bool,
+) -> tuple[float, dict[str, float]]:
+    """The family's reward over a finished conversation (see the module docstring)."""
+    calls = sum(1 for m in messages if m.get("role") == "tool")
+    ok_calls = sum(
+        1 for m in messages
+        if m.get("role") == "tool" and not get_text_content(m).startswith("Error:")
+    )
+    last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
+    answered = last is not None and not last.get("tool_calls") and not last.get("unparsed_tool_calls")
+    grade = grade_numeric(get_text_content(last), answer) if answered else None
+    correct = bool(grade is not None and grade.correct)
+    used_tool = ok_calls > 0
+    credited = correct and (used_tool or not require_tool)
+    reward = float(credited) - tool_call_cost * calls
+    return reward, {
+        "correct": float(correct), "credited": float(credited), "answered": float(answered),
+        "format": float(grade is not None and grade.format_ok), "used_tool": float(used_tool),
+    }
+
+
+class ToolTaskSource(EnvSource):
+    """Base source: subclasses set `card`, `OWN_DEFAULTS`, `system_prompt`, and implement
+    `tools()` and `draw_task(rng) -> (question, answer)`."""
+
+    OWN_DEFAULTS: dict[str, Any] = {}
+    system_prompt = ""
+
+    def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
+        common = {k: knobs.pop(k, v) for k, v in COMMON_DEFAULTS.items()}
+        own = {k: knobs.pop(k, v) for k, v in self.OWN_DEFAULTS.items()}
+        super().__init__(renderer=renderer, split=split, **knobs)
+        self.max_turns = check_int("max_turns", common["max_turns"], 1, 20)
+        self.max_tool_calls = check_int("max_tool_calls", common["max_tool_calls"], 0, 20)
+        self.tool_call_cost = check_float("tool_call_cost", common["tool_call_cost"], 0.0, 1.0)
+        if not isinstance(common["require_tool"], bool):
+            raise ValueError(f"require_tool must be True or False, got {common['require_tool']!r}")
+        self.require_tool = common["require_tool"]
+        self.max_context_tokens = check_int("max_context_tokens", common["max_context_tokens"], 1024, 1_000_000)
+        self.configure(**own)
+
+    def configure(self, **own: Any) -> None:
+        """Validate the subclass's own knobs."""
+
+    def tools(self) -> list:
+        raise NotImplementedError
+
+    def draw_task(self, rng: np.random.Generator) -> tuple[str, Fraction | int]:
+        raise NotImplementedError
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        worst = min(FAILED_PARSE_REWARD, CONTEXT_OVERFLOW_REWARD, -self.tool_call_cost * self.max_tool_calls)
+        return (worst, 1.0)
+
+    def initial_messages(self, question: str) -> list[Message]:
+        messages: list[Message] = []
+        if self.system_prompt:
+            messages.append(Message(role="system", content=self.system_prompt))
+        messages.append(Message(role="user", content=question))
+        return messages
+
+    def make_env(self, rng: np.random.Generator) -> Env:
+        question, answer = self.draw_task(rng)
+        cost, require = self.tool_call_cost, self.require_tool
+
+        def reward_fn(messages: list[Message]) -> tuple[float, dict[str, float]]:
+            return final_answer_reward(messages, answer, tool_call_cost=cost, require_tool=require)
+
+        env = build_agent_tool_env(
+            self.renderer, self.tools(), self.initial_messages(question), reward_fn,
+            max_turns=self.max_turns, max_tool_calls=self.max_tool_calls,
+            failed_parse_reward=FAILED_PARSE_REWARD, context_overflow_reward=CONTEXT_OVERFLOW_REWARD,
+            max_trajectory_tokens=self.max_context_tokens + MAX_GENERATION_TOKENS,
+            max_generation_tokens=MAX_GENERATION_TOKENS,
+        )
+        env.question, env.answer = question, answer  # for logs and scripted policies
+        return env

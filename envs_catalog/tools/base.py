@@ -45,6 +45,15 @@ COMMON_KNOBS: dict[str, str] = {
 }
 
 
+REWARD_MEANING = (
+    "Episode return: 1 for a correct final answer (0 otherwise; with require_tool also 0 without a "
+    "successful tool call), minus tool_call_cost (0.05) per tool call; -0.1 for a turn whose tool "
+    "calls are all malformed or a response that does not end cleanly, and for a conversation that "
+    "outgrows max_context_tokens. Range [min(-0.1, -tool_call_cost*max_tool_calls), 1]."
+)
+"""The tools family's reward, as its cards state it (one text for every tool env)."""
+
+
 def final_answer_reward(
     messages: Sequence[Message], answer: Fraction | int, *, tool_call_cost: float, require_tool: bool,
 ) -> tuple[float, dict[str, float]]:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog._common import check_int, split_of
-from envs_catalog.tools.base import COMMON_KNOBS, ToolTaskSource
+from envs_catalog.tools.base import COMMON_KNOBS, REWARD_MEANING, ToolTaskSource
 from llm_gym.env_source import EnvCard
 from llm_gym.tools import tool
 
@@ -145,13 +145,7 @@ class CalculatorSource(ToolTaskSource):
         ),
         multi_turn=True,
         reward_range=(-0.15, 1.0),
-        reward_meaning=(
-            "Episode return: 1 for a correct final answer (0 otherwise; with require_tool also 0 "
-            "without a successful tool call), minus tool_call_cost (0.05) per tool call; -0.1 for "
-            "a turn whose tool calls are all malformed or a response that does not end cleanly, and "
-            "for a conversation that outgrows max_context_tokens. Range "
-            "[min(-0.1, -tool_call_cost*max_tool_calls), 1]."
-        ),
+        reward_meaning=REWARD_MEANING,
         difficulty_knobs={
             "digits": "digits of the numbers in a problem, 1-6 (default 3)", **COMMON_KNOBS,
         },

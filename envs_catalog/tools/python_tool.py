@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog._common import check_choice, check_float, check_int, split_of
-from envs_catalog.tools.base import COMMON_KNOBS, ToolTaskSource
+from envs_catalog.tools.base import COMMON_KNOBS, REWARD_MEANING, ToolTaskSource
 from llm_gym.env_source import EnvCard
 from llm_gym.tools import FunctionTool
 
@@ -129,13 +129,7 @@ class PythonToolSource(ToolTaskSource):
         ),
         multi_turn=True,
         reward_range=(-0.15, 1.0),
-        reward_meaning=(
-            "Episode return: 1 for a correct final answer (0 otherwise; with require_tool also 0 "
-            "without a successful tool call), minus tool_call_cost (0.05) per tool call; -0.1 for "
-            "a turn whose tool calls are all malformed or a response that does not end cleanly, and "
-            "for a conversation that outgrows max_context_tokens. Range "
-            "[min(-0.1, -tool_call_cost*max_tool_calls), 1]."
-        ),
+        reward_meaning=REWARD_MEANING,
         difficulty_knobs={
             "scale": "size of the numbers (n up to 10^(scale+2)), 1-4 (default 2)",
             "timeout_s": "wall-clock seconds per python run, 0.5-60 (default 5)",

@@ -270,7 +270,7 @@ def test_yaml_numbers_pyyaml_reads_as_strings_are_converted(tmp_path):
     {"clip_eps": 0.0, "kl_beta": 0.05, "max_grad_norm": 0, "weight_decay": 0.1, "dro_beta": 0},
     {"max_turns": None, "clip_eps_high": None, "advantage_scale": None, "run_name": "x"},
     {"env_kwargs": {"digits": 3, "renderer": "role_colon"}},
-    {"env": "llm/TicTacToe-v0", "env_kwargs": {"illegal_reward": -0.5}},  # a knob not on the card
+    {"env": "llm/TicTacToe-v0", "env_kwargs": {"illegal_reward": -0.5}, "sft_steps": 0},  # a knob not on the card
     {"env": "llm_gym:llm/Math-v0"},
 ])
 def test_good_configs_validate(values):
@@ -319,3 +319,12 @@ def test_cli_exits_2_with_one_line_before_importing_torch(argv, message, tmp_pat
     assert message in lines[0] and "Traceback" not in out.stderr
     assert out.stdout.strip() == "torch not imported"
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.parametrize("env_id", ["llm/GuessNumber-v0", "llm/Calculator-v0"])
+def test_sft_warm_start_on_a_multi_turn_env_is_a_config_error(env_id):
+    from trainers.grpo.config import ConfigError, GRPOConfig
+
+    with pytest.raises(ConfigError, match=r"no reference answers for the SFT warm start.*--no-sft"):
+        GRPOConfig(env=env_id).validate()
+    GRPOConfig(env=env_id, sft_steps=0).validate()  # RL only is fine

@@ -224,7 +224,8 @@ class GRPOConfig:
         self._check_ranges()
         check_model(self.model)
         if check_env:
-            check_env_builds(self.env, self.env_kwargs, seed=self.seed)
+            check_env_builds(self.env, self.env_kwargs, seed=self.seed,
+                             needs_references=self.sft_steps > 0)
 
     def _check_ranges(self) -> None:
         if self.group_size < 2:
@@ -545,9 +546,12 @@ _RESERVED_ENV_KWARGS = {
 _ENV_SETUP_ERRORS = (ValueError, TypeError, LookupError, OSError, NotImplementedError, ImportError)
 
 
-def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> None:
+def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
+                     needs_references: bool = False) -> None:
     """Raise `ConfigError` unless `env_id` is registered and builds and resets with `env_kwargs`
-    on both splits, with token observation and action spaces (what the trainer needs).
+    on both splits, with token observation and action spaces (what the trainer needs), and, with
+    `needs_references` (an SFT warm start), unless its episodes offer reference answers (single-turn
+    `ProblemEnv`-style: `conversation()` and `get_reference_response()`).
 
     This builds the env once per split -- the same `gym.make` the trainer runs later -- so a bad
     knob name or value is reported now, in one line naming the env and the knob (with the env's
@@ -582,6 +586,14 @@ def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> 
                         "sequences; the "
                         f"trainer needs an llm-gym text env, e.g. one of {llm_ids}"
                     )
+            episode = getattr(env.unwrapped, "current_env", None)
+            if needs_references and not all(
+                callable(getattr(episode, name, None)) for name in ("conversation", "get_reference_response")
+            ):
+                raise ConfigError(
+                    f"env={env_id!r} has no reference answers for the SFT warm start (its episodes are "
+                    f"{type(episode).__name__}, not single-turn ProblemEnvs); pass --no-sft (sft_steps=0)"
+                )
         except ConfigError:
             raise
         except _ENV_SETUP_ERRORS as exc:

@@ -20,6 +20,7 @@ import os
 import shutil
 import signal
 import stat
+import time
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -245,12 +246,17 @@ def kill_processes(match_uid, *, marker: bytes | None = None, rounds: int = 200)
     Returns how many processes were killed. Their zombies are reaped by whichever ancestor adopts
     them -- `lease` does not hand out a uid while any remain, since zombies count in RLIMIT_NPROC."""
     killed: set[int] = set()
-    for _ in range(rounds):
+    for i in range(rounds):
         pids = processes_of(match_uid, marker=marker)
         if not pids:
             break
         for pid in pids:
             _kill_pid(pid, match_uid, marker)
+        if killed.issuperset(pids):
+            # Only processes already SIGKILLed are left: they are still exiting (a loaded machine
+            # can take milliseconds to tear one down). Back off briefly instead of spinning, so the
+            # rounds cover that time (at most ~2 s in all) rather than ending with one still alive.
+            time.sleep(min(0.001 * i, 0.01))
         killed.update(pids)
     return len(killed)
 

@@ -23,7 +23,7 @@ $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(TORCH_PIP_ARGS) "$(TORCH_SPEC)"
-	$(PIP) install -q -e ".[train,dev,classic,sandbox,code]"
+	$(PIP) install -q -e ".[train,dev,classic,sandbox,code,catalog]"
 	touch $@
 
 install: $(VENV)/.installed

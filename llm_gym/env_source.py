@@ -68,6 +68,11 @@ class EnvSource(ABC):
         logic (pairwise judging, self-play)."""
         return [(0.0, {}) for _ in trajectory_group]
 
+    def scripted_cases(self) -> list[Any]:
+        """The gold and adversarial `llm_gym.scripted.ScriptedCase`s the card promises scores
+        for (run by `llm-gym check` and the family's tests); none by default."""
+        return []
+
     @property
     def reward_range(self) -> tuple[float, float]:
         return self.card.reward_range

@@ -31,6 +31,7 @@ from envs_catalog._common import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
 from llm_gym.renderers import Renderer
+from llm_gym.scripted import ScriptedCase
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.model_input import ModelInput
 from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
@@ -225,6 +226,23 @@ class MathSource(EnvSource):
     @property
     def reward_range(self) -> tuple[float, float]:
         return (-self.format_coef, 1.0)
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the bare answer and a boxed one score 1. Adversarial: a hedge between two values,
+        a second answer after the right one, the wrong number, prose without a number, the answer
+        off by one inside a boxed correction — none scores above 0."""
+        return [
+            ScriptedCase("bare answer", "gold", lambda env, ob: str(env.answer), 1.0, 1.0),
+            ScriptedCase("boxed answer", "gold", lambda env, ob: f"\\boxed{{{env.answer}}}", 1.0, 1.0),
+            ScriptedCase("hedge", "adversarial",
+                         lambda env, ob: f"{env.answer} or {env.answer + 1}", -1.0, 0.0),
+            ScriptedCase("two answers", "adversarial",
+                         lambda env, ob: f"Answer: {env.answer}\nAnswer: {env.answer - 1}", -1.0, 0.0),
+            ScriptedCase("wrong number", "adversarial", lambda env, ob: str(env.answer + 1), -1.0, 0.0),
+            ScriptedCase("no number", "adversarial", lambda env, ob: "I am not sure.", -1.0, 0.0),
+            ScriptedCase("correction", "adversarial",
+                         lambda env, ob: f"{env.answer}, actually {env.answer + 2}", -1.0, 0.0),
+        ]
 
     def question_text(self, operands: list[int], ops: str) -> str:
         if self.prompt_style == "compact":

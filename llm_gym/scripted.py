@@ -25,7 +25,7 @@ from llm_gym.completers import TokenCompleter, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers.base import Message, Renderer
 from llm_gym.rl.rollouts import do_single_rollout
-from llm_gym.rl.types import Env, StopCondition
+from llm_gym.rl.types import Env, StopCondition, release_env
 
 if TYPE_CHECKING:
     from llm_gym.env_source import EnvSource
@@ -105,11 +105,7 @@ async def arun_scripted_case(
     try:
         trajectory = await do_single_rollout(policy, env)
     finally:
-        close = getattr(env, "close", None) or getattr(env, "aclose", None)
-        if close is not None:
-            result = close()
-            if asyncio.iscoroutine(result):
-                await result
+        release_env(env)
     ret = float(sum(t.reward for t in trajectory.transitions))
     ok = case.low - 1e-6 <= ret <= case.high + 1e-6
     return ScriptedOutcome(case.name, seed, source.split, ret, len(trajectory.transitions),

@@ -29,7 +29,7 @@ from llm_gym.completers import StopCondition
 from llm_gym.env_source import EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer, get_renderer
-from llm_gym.rl.types import Env, Metrics, StepResult, Trajectory
+from llm_gym.rl.types import Env, Metrics, StepResult, Trajectory, release_env
 from llm_gym.spaces import DEFAULT_SAMPLE_MAX_LENGTH, TokenSequence
 from llm_gym.tokenizers import load_tokenizer, vocab_size_of
 
@@ -404,6 +404,8 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
                 seed, own if own is not None and own is self._np_random else None
             )
             self._seeded_rng = self._np_random
+        if self._env is not None:
+            release_env(self._env)  # the previous episode's tools and sandboxes
         self._env = None
         self._done = True
         env = self.source.make_env(self.np_random)
@@ -576,7 +578,10 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         return self._decode(self._transcript)
 
     def close(self) -> None:
-        # Nothing to release: the event loop that drives sync calls belongs to the thread.
+        # The episode's resources (see release_env); the event loop that drives sync calls
+        # belongs to the thread, not to this env.
+        if self._env is not None:
+            release_env(self._env)
         super().close()
 
     # --- helpers ----------------------------------------------------------------------------

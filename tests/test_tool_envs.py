@@ -451,3 +451,73 @@ def test_calculator_on_qwen3_matches_the_template_and_keeps_the_prefix(real_toke
     final = list(tok.encode(answer, add_special_tokens=False)) + [end]
     _, reward, terminated, _, info = env.step(np.array(final))
     assert terminated and reward == pytest.approx(0.95) and info["metrics"]["correct"] == 1.0
+
+
+def test_group_cleanup_kills_a_python_tool_run_still_going():
+    """An abandoned episode (a rollout strategy gave up on it) must not keep its sandboxed
+    program running: `GymEnvGroupBuilder.cleanup()` releases each episode's env, whose tool
+    closes its own sandbox, killing the run; the awaiting tool call then returns an error, and a
+    later call gets the closed-sandbox error instead of a new run."""
+    from llm_gym.wrappers.grouping import GymEnvGroupBuilder
+
+    forever = call_text("python", code="while True:\n    pass")
+
+    async def go():
+        builder = GymEnvGroupBuilder("llm/PythonTool-v0", 1, 0, timeout_s=60.0)
+        (adapter,) = await builder.make_envs()
+        await adapter.initial_observation()
+        tool = adapter.seed_api_env.message_env.tools[0]
+        step = asyncio.ensure_future(adapter.step(act(forever)))
+        for _ in range(1200):  # wait until the program runs in its sandbox
+            await asyncio.sleep(0.05)
+            if tool._sandbox is not None and tool._sandbox._inflight:
+                break
+        assert tool._sandbox is not None and tool._sandbox._inflight, "the tool call never started"
+        await builder.cleanup()
+        result = await asyncio.wait_for(step, 30)  # killed, not the 60 s timeout
+        later = await tool.fn(code="print(1)")
+        return result, tool, later
+
+    result, tool, later = asyncio.run(go())
+    assert "Error: the program failed (cancelled)" in TOK.decode(result.next_observation.to_ints())
+    assert not tool._sandbox._inflight
+    assert later == "Error: this episode is over; its sandbox is closed"
+
+
+def test_a_groups_python_tool_calls_overlap_through_the_gym_group_builder():
+    """The trainer's path (`GymEnvGroupBuilder` over `gym.make` ids) awaits TextEnv's `astep`,
+    so G episodes' sandboxed tool runs are in flight together instead of each one blocking the
+    loop for the rest: seen as several runs alive at once."""
+    from llm_gym.rl import do_group_rollout
+    from llm_gym.wrappers.grouping import GymEnvGroupBuilder
+
+    sleepy = call_text("python", code="import time\ntime.sleep(1.5)\nprint(7)")
+    builder = GymEnvGroupBuilder("llm/PythonTool-v0", 4, 3)
+    peak = 0
+
+    class Policy(TokenCompleter):
+        async def __call__(self, model_input, stop, *, max_tokens=None):
+            text = TOK.decode(model_input.to_ints())
+            tokens = act("7" if last_tool_output(text) is not None else sleepy)
+            return TokensWithLogprobs(tokens, [-0.5] * len(tokens))
+
+    async def watch(done: asyncio.Event):
+        nonlocal peak
+        while not done.is_set():
+            tools = [e.seed_api_env.message_env.tools[0] for e in builder._envs
+                     if e.seed_api_env is not None]
+            peak = max(peak, sum(len(t._sandbox._inflight) for t in tools if t._sandbox is not None))
+            await asyncio.sleep(0.02)
+
+    async def go():
+        done = asyncio.Event()
+        watcher = asyncio.ensure_future(watch(done))
+        try:
+            return await do_group_rollout(builder, Policy())
+        finally:
+            done.set()
+            await watcher
+
+    group = asyncio.run(go())
+    assert [t.transitions[-1].metrics["tool_calls"] for t in group.trajectories_G] == [1.0] * 4
+    assert peak >= 2, f"the group's tool runs never overlapped (peak {peak})"

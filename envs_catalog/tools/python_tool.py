@@ -20,18 +20,6 @@ from llm_gym.env_source import EnvCard
 from llm_gym.tools import FunctionTool
 
 STDERR_TAIL_CHARS = 2000
-_SANDBOXES: dict[str, Any] = {}  # backend -> Sandbox, shared by every env of the process
-
-
-def _sandbox(backend: str):
-    sandbox = _SANDBOXES.get(backend)
-    if sandbox is None:
-        from llm_gym.sandbox import Sandbox  # here: importing the catalog must stay light
-
-        sandbox = _SANDBOXES[backend] = Sandbox(backend)
-    return sandbox
-
-
 def format_run(result: Any, timeout_s: float) -> str:
     """A sandbox `Result` as the tool's reply: stdout; on failure also the stderr tail and why."""
     out = result.stdout
@@ -44,19 +32,43 @@ def format_run(result: Any, timeout_s: float) -> str:
     return out if out else "(no output: print the values you need)"
 
 
-def make_python_tool(backend: str = "auto", timeout_s: float = 5.0) -> FunctionTool:
-    """The `python(code)` tool over the shared sandbox of `backend`."""
+class PythonTool(FunctionTool):
+    """The `python(code)` tool of one episode. Its `Sandbox` is created on the first call (so
+    building envs starts nothing; the backend probe is cached per process) and `close()` — called
+    when the episode is released (`llm_gym.rl.types.release_env`: the group's cleanup, the next
+    reset) — kills any run still going; a call after it gets an error result."""
 
-    async def python(code: str) -> str:
-        """Run a Python 3 program in a sandbox (no network, no files kept) and return what it prints.
+    def __init__(self, backend: str = "auto", timeout_s: float = 5.0) -> None:
+        self.backend, self.timeout_s = backend, timeout_s
+        self._sandbox: Any = None
+        self._closed = False
 
-        Args:
-            code: A complete Python program; print the values you need.
-        """
-        result = await _sandbox(backend).arun(code, timeout=timeout_s)
-        return format_run(result, timeout_s)
+        async def python(code: str) -> str:
+            """Run a Python 3 program in a sandbox (no network, no files kept) and return what it prints.
 
-    return FunctionTool(python)
+            Args:
+                code: A complete Python program; print the values you need.
+            """
+            if self._closed:
+                return "Error: this episode is over; its sandbox is closed"
+            if self._sandbox is None:
+                from llm_gym.sandbox import Sandbox  # here: importing the catalog must stay light
+
+                self._sandbox = Sandbox(self.backend)
+            result = await self._sandbox.arun(code, timeout=self.timeout_s)
+            return format_run(result, self.timeout_s)
+
+        super().__init__(python)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._sandbox is not None:
+            self._sandbox.close()
+
+
+def make_python_tool(backend: str = "auto", timeout_s: float = 5.0) -> PythonTool:
+    """A fresh `python(code)` tool (one per episode; see `PythonTool`)."""
+    return PythonTool(backend, timeout_s)
 
 
 def _primes_below(n: int) -> list[int]:

@@ -108,6 +108,10 @@ class EnvFromMessageEnv(types.Env):
         self._base_stop_condition = renderer.get_stop_sequences()
         self.example_id: str | None = getattr(message_env, "example_id", None)
 
+    def close(self) -> None:
+        """Release the message env's resources (its optional `close()`; see `release_env`)."""
+        types.release_env(self.message_env)
+
     async def _render(self, messages: list[Message]) -> ModelInput:
         # Tokenising a long conversation is CPU work; a thread keeps other rollouts running.
         return await asyncio.to_thread(self.renderer.build_generation_prompt, messages)

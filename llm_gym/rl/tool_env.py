@@ -125,6 +125,13 @@ class AgentToolMessageEnv(MessageEnv):
     def tool_calls_made(self) -> int:
         return self._tool_calls_made
 
+    def close(self) -> None:
+        """Release every tool that holds something (an optional `close()`: a sandbox, which
+        kills its runs still going). Called once the episode is over or abandoned (see
+        `llm_gym.rl.types.release_env`); a tool call after it gets the tool's error result."""
+        for t in self.tools:
+            types.release_env(t)
+
     # --- MessageEnv ----------------------------------------------------------------------------
     async def initial_observation(self) -> list[Message]:
         if not self.history:

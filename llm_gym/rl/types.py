@@ -9,6 +9,8 @@ trajectory groups into training data.
 
 from __future__ import annotations
 
+import logging
+
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -161,6 +163,21 @@ class Env(ABC):
 
     @abstractmethod
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult: ...
+
+
+def release_env(env: Any) -> None:
+    """Release what an episode holds (a tool's sandbox, in-flight tool runs) by calling the env's
+    optional, synchronous `close()`: the cookbook's `Env` has none, so it is duck-typed, and an env
+    without one holds nothing. Called by `TextEnv` when an episode is replaced or the env closed,
+    by `GymEnvGroupBuilder.cleanup()` for its group and by `llm_gym.scripted`; safe to call twice.
+    An error in `close()` is logged, not raised: cleanup must not mask the rollout's outcome."""
+    close = getattr(env, "close", None)
+    if not callable(close):
+        return
+    try:
+        close()
+    except Exception:  # noqa: BLE001 - a broken close must not break cleanup
+        logging.getLogger(__name__).exception("releasing %s failed", type(env).__name__)
 
 
 class EnvGroupBuilder(ABC):

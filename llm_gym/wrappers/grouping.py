@@ -30,6 +30,7 @@ from llm_gym.rl.types import (
     RLDataset,
     StepResult,
     Trajectory,
+    release_env,
 )
 
 __all__ = [
@@ -74,6 +75,32 @@ def _is_text_env(env: gym.Env) -> bool:
     from llm_gym.text_env import TextEnv
 
     return isinstance(env.unwrapped, TextEnv)
+
+
+def _async_text_env(env: gym.Env) -> Any:
+    """The `TextEnv` under `env` when only bookkeeping wrappers sit on it (what `gym.make` adds:
+    the order-enforcing and passive-checker wrappers), else None. Its `areset`/`astep` then serve
+    the adapter, so an episode awaiting a tool or a sandbox yields the event loop to the group's
+    other rollouts (and the sampler's batching) instead of blocking it; any other wrapper (a
+    `TimeLimit`, a user's) keeps the synchronous path so its logic runs."""
+    from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
+
+    from llm_gym.text_env import TextEnv
+
+    while isinstance(env, gym.Wrapper):
+        if type(env) not in (OrderEnforcing, PassiveEnvChecker):
+            return None
+        env = env.env
+    return env if isinstance(env, TextEnv) else None
+
+
+def _mark_reset(env: gym.Env) -> None:
+    """Tell the order-enforcing wrapper above an async-reset `TextEnv` that a reset happened, so
+    a later synchronous `step` through the wrapper chain is not refused."""
+    while isinstance(env, gym.Wrapper):
+        if hasattr(env, "_has_reset"):
+            env._has_reset = True
+        env = env.env
 
 
 def _numeric_metrics(raw: Any) -> Metrics:
@@ -125,7 +152,12 @@ class GymEnvAdapter(Env):
             # reject seeds of 2**32 and more; fold the dataset's 63-bit seeds to 32 bits for them
             # (llm-gym's TextEnv takes any int, so its episodes are unchanged).
             seed = fold_seed_32(seed)
-        obs, info = self.gym_env.reset(seed=seed, options=self.options)
+        text_env = _async_text_env(self.gym_env)
+        if text_env is not None:
+            obs, info = await text_env.areset(seed=seed, options=self.options)
+            _mark_reset(self.gym_env)
+        else:
+            obs, info = self.gym_env.reset(seed=seed, options=self.options)
         stop = info.get("stop_condition") if isinstance(info, dict) else None
         self._stop = list(stop) if stop is not None else self._default_stop()
         return ModelInput.from_ints(_obs_to_ints(obs)), list(self._stop)
@@ -136,7 +168,11 @@ class GymEnvAdapter(Env):
             gym_action: Any = np.asarray(action, dtype=np.int64)
         except OverflowError:  # ids beyond int64 are still model output: let the env judge them
             gym_action = list(action)
-        obs, reward, terminated, truncated, info = self.gym_env.step(gym_action)
+        text_env = _async_text_env(self.gym_env)
+        if text_env is not None:
+            obs, reward, terminated, truncated, info = await text_env.astep(gym_action)
+        else:
+            obs, reward, terminated, truncated, info = self.gym_env.step(gym_action)
         info = info if isinstance(info, dict) else {}
         if info.get("stop_condition") is not None:
             self._stop = list(info["stop_condition"])
@@ -265,6 +301,8 @@ class GymEnvGroupBuilder(EnvGroupBuilder):
         envs, self._envs = self._envs, []
         key = self._pool_key_or_none()
         for env in envs:
+            if env.seed_api_env is not None:
+                release_env(env.seed_api_env)  # sandboxes and tool runs die with the group
             env._released = True  # its Gymnasium env may now serve another group's episode
             if key is None or not _ENV_POOL.give(key, env.gym_env, self.max_pooled_envs):
                 env.gym_env.close()

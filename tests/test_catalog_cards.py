@@ -36,7 +36,7 @@ def test_specs_and_cards_agree():
         cls = load_source_class(spec)
         assert issubclass(cls, EnvSource)
         assert card.id == spec["id"] and re.fullmatch(r"llm/[A-Za-z]+-v\d+", card.id)
-        assert card.family in {"math", "games", "code", "tools"} and len(card.description) > 50
+        assert card.family in {"math", "puzzles", "games", "text", "multiagent", "code", "tools"} and len(card.description) > 50
         lo, hi = card.reward_range
         assert lo < hi
         assert set(spec.get("kwargs", {})) <= set(card.difficulty_knobs)

@@ -198,3 +198,15 @@ def test_cached_prompts_equal_a_fresh_render():
         assert ob == CHATML.build_generation_prompt(env.conversation())
     big = MathMultiSource(renderer=CHATML)
     assert big._table is None  # sampled, not enumerated
+
+
+def test_metrics_survive_grading_in_a_forked_worker():
+    """When the bounded grader runs in a forked worker (a loaded machine ran out the in-thread
+    budget; forced here), the cached grade lives in the child: the parent's metrics must still
+    describe the response, not report a parse error for a correct answer."""
+    source = MathSource(renderer=CHATML)
+    env = source.make_env(np.random.default_rng(0))
+    env.grader_isolation = "process"
+    _ob, result = run_episode(env, reply(str(env.answer)))
+    assert result.reward == 1.0
+    assert result.metrics["parse_error"] == 0.0 and result.logs["answer_status"] == "ok"

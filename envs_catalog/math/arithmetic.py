@@ -126,7 +126,12 @@ class MathEnv(ProblemEnv):
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         result = await super().step(action, extra=extra)
-        grade = self._graded[1] if self._graded is not None else Grade(False, False, "empty")
+        response = result.logs.get("response", "")
+        if self._graded is None or self._graded[0] != response:
+            # The bounded grader fell back to a forked worker (a loaded machine ran out its
+            # in-thread budget), so the worker's cached grade never reached this process.
+            self._grade_numeric(response)
+        grade = self._graded[1]
         result.metrics["parse_error"] = float(not grade.format_ok)
         result.metrics["too_long"] = float(grade.status == "too_long")
         result.logs["answer_status"] = grade.status

@@ -22,6 +22,7 @@ from gymnasium.utils.env_checker import check_env
 import llm_gym  # noqa: F401  (registers the catalog)
 from envs_catalog.tools.calculator import CalculatorSource, calculate, calculator
 from envs_catalog.tools.python_tool import PythonToolSource, format_run
+from envs_catalog.tools.sandboxed import CLOSED_REPLY
 from llm_gym import get_renderer, load_tokenizer
 from llm_gym.completers import TokenCompleter, TokensWithLogprobs
 from llm_gym.renderers import ToolCall
@@ -481,7 +482,7 @@ def test_group_cleanup_kills_a_python_tool_run_still_going():
     result, tool, later = asyncio.run(go())
     assert "Error: the program failed (cancelled)" in TOK.decode(result.next_observation.to_ints())
     assert not tool._sandbox._inflight
-    assert later == "Error: this episode is over; its sandbox is closed"
+    assert later == CLOSED_REPLY
 
 
 def test_a_groups_python_tool_calls_overlap_through_the_gym_group_builder():

@@ -17,7 +17,7 @@ import numpy as np
 from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.tools.base import COMMON_KNOBS, REWARD_MEANING, ToolTaskSource
 from llm_gym.env_source import EnvCard
-from llm_gym.tools import FunctionTool
+from envs_catalog.tools.sandboxed import CLOSED_REPLY, SandboxedTool
 
 STDERR_TAIL_CHARS = 2000
 def format_run(result: Any, timeout_s: float) -> str:
@@ -32,16 +32,11 @@ def format_run(result: Any, timeout_s: float) -> str:
     return out if out else "(no output: print the values you need)"
 
 
-class PythonTool(FunctionTool):
-    """The `python(code)` tool of one episode. Its `Sandbox` is created on the first call (so
-    building envs starts nothing; the backend probe is cached per process) and `close()` — called
-    when the episode is released (`llm_gym.rl.types.release_env`: the group's cleanup, the next
-    reset) — kills any run still going; a call after it gets an error result."""
+class PythonTool(SandboxedTool):
+    """The `python(code)` tool of one episode, over its own sandbox (see `SandboxedTool`)."""
 
     def __init__(self, backend: str = "auto", timeout_s: float = 5.0) -> None:
-        self.backend, self.timeout_s = backend, timeout_s
-        self._sandbox: Any = None
-        self._closed = False
+        self.timeout_s = timeout_s
 
         async def python(code: str) -> str:
             """Run a Python 3 program in a sandbox (no network, no files kept) and return what it prints.
@@ -49,21 +44,12 @@ class PythonTool(FunctionTool):
             Args:
                 code: A complete Python program; print the values you need.
             """
-            if self._closed:
-                return "Error: this episode is over; its sandbox is closed"
-            if self._sandbox is None:
-                from llm_gym.sandbox import Sandbox  # here: importing the catalog must stay light
-
-                self._sandbox = Sandbox(self.backend)
-            result = await self._sandbox.arun(code, timeout=self.timeout_s)
+            if self.closed:
+                return CLOSED_REPLY
+            result = await self.sandbox().arun(code, timeout=self.timeout_s)
             return format_run(result, self.timeout_s)
 
-        super().__init__(python)
-
-    def close(self) -> None:
-        self._closed = True
-        if self._sandbox is not None:
-            self._sandbox.close()
+        super().__init__(python, backend)
 
 
 def make_python_tool(backend: str = "auto", timeout_s: float = 5.0) -> PythonTool:

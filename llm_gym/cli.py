@@ -17,6 +17,8 @@ COMMANDS: dict[str, str] = {
     "plot": "trainers.cli_train:plot_main",
     "export": "trainers.adapters.datasets_export:main",
     "list": "llm_gym.cli_list:list_main",
+    "check": "llm_gym.cli_check:check_main",
+    "new": "llm_gym.cli_new:new_main",
 }
 
 SUMMARIES: dict[str, str] = {
@@ -24,6 +26,8 @@ SUMMARIES: dict[str, str] = {
     "plot": "write a PNG reward/accuracy curve of a run: llm-gym plot RUN_DIR",
     "export": "write an env's tasks as a dataset (jsonl/arrow) for SFT or eval: llm-gym export ENV_ID --n N --out PATH",
     "list": "list the registered env ids (family, turns, source package); --json for JSON",
+    "check": "check envs: check_env, seeding, fuzz, card, scripted cases, split, context, speed: llm-gym check ENV_ID|--all",
+    "new": "scaffold an installable env package (source, card, scripted cases, tests): llm-gym new NAME --family F",
 }
 
 

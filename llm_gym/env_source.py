@@ -24,7 +24,7 @@ SPLITS = ("train", "test")
 
 @dataclass(frozen=True)
 class EnvCard:
-    """An environment's card (see CONVENTIONS.md)."""
+    """An environment's card (see docs/writing-an-env.md, "The card")."""
 
     id: str  # "llm/Name-vN"
     family: str  # "math", "games", ...

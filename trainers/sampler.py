@@ -7,7 +7,7 @@ waiting, runs them as *one* batched generation. So rollout code stays one-episod
 the model sees large batches.
 
 Generation is a plain KV-cache loop (measured faster than `model.generate` for short completions
-on CPU, see DESIGN.md): left-padded prompts with an attention mask and explicit position ids, one
+on CPU, see docs/design.md): left-padded prompts with an attention mask and explicit position ids, one
 forward per new token for the whole batch, early exit once every row has stopped, and compaction of
 the batch (dropping finished rows from the KV cache) once half of it has stopped. Requests with
 identical prompts — the G completions of a GRPO group — are prefilled once and the KV cache is

@@ -4,7 +4,7 @@ GRPO learns only from reward differences within a group, so a policy that never 
 gets no signal. The warm start trains cross-entropy on the environments' reference responses
 (`ProblemEnv.get_reference_response`), masked by the renderer's `build_supervised_example` loss
 weights so only the assistant's tokens (and its end-of-turn token) are learned. It is stopped by a
-*validation* check, not a step count: DESIGN.md records that stopping at ~35-55% held-out accuracy
+*validation* check, not a step count: docs/design.md records that stopping at ~35-55% held-out accuracy
 leaves RL the most headroom, while below ~25% GRPO barely moves. So `sft_warm_start` measures
 accuracy every `eval_every` steps (greedy sampling on held-out problems through `HFSampler`, or
 any `eval_fn` you give it) and stops as soon as it enters `target_band`.

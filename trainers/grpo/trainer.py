@@ -1,6 +1,6 @@
 """The GRPO training loop: rollouts through `llm_gym`, group-centred advantages, a policy loss.
 
-One step, top to bottom (DESIGN.md, "Data flow of one training step"):
+One step, top to bottom (docs/design.md, "Data flow of one training step"):
 
 1. `dataset.get_batch(step)` gives this step's `EnvGroupBuilder`s (each rank takes its share);
 2. every group is rolled out *concurrently* (`asyncio.gather` over `do_group_rollout`) against

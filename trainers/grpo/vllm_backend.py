@@ -1,6 +1,6 @@
 """vLLM server sampling backend (`--sampler vllm`): a documented stub, not a working backend yet.
 
-The plan for GPU clusters (DESIGN.md, "Scaling past one machine"): generation runs in a separate
+The plan for GPU clusters (docs/design.md, "Scaling past one machine"): generation runs in a separate
 `trl vllm-serve` process, the trainer pushes new weights to it after every optimizer step
 (`trl.extras.vllm_client.VLLMClient.update_model_params`) and a `TokenCompleter` here forwards
 each rollout call's prompt token ids and returns the sampled ids with their logprobs. Until that is

@@ -1,0 +1,23 @@
+"""Templates for `llm-gym new`: the files of a scaffolded env package, as Python strings.
+
+Each template is a module with a `FILES` dict {relative path: text}; `llm_gym.cli_new` fills the
+placeholders (`__NAME__` the package's short name, `__PKG__` its import name, `__CLASS__` the
+CamelCase task name, `__ENV_ID__`, `__FAMILY__`, `__DIST__` the distribution name) and writes
+them. `common.py` holds the files both kinds share (pyproject, README, the spec list);
+`single_turn.py` a `ProblemEnv` task, `multi_turn.py` a `Continuation`-based game. They are
+strings, not data files, so they ship in any install of llm-gym without package-data settings.
+"""
+
+from __future__ import annotations
+
+PLACEHOLDERS = ("__NAME__", "__PKG__", "__CLASS__", "__ENV_ID__", "__FAMILY__", "__DIST__")
+
+
+def render(text: str, values: dict[str, str]) -> str:
+    """`text` with every placeholder replaced (`values` maps each of `PLACEHOLDERS` to text)."""
+    for key in PLACEHOLDERS:
+        text = text.replace(key, values[key])
+    return text
+
+
+__all__ = ["PLACEHOLDERS", "render"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 import subprocess
 import sys
 import warnings
@@ -92,3 +93,16 @@ def test_gym_make_reset_step_and_env_checker(env_id):
         warnings.simplefilter("always")
         check_env(gym.make(env_id).unwrapped)
     assert [str(w.message) for w in caught] == []
+
+
+def test_readme_catalog_table_names_exactly_the_registered_native_ids():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    rows = {}
+    for line in readme.splitlines():
+        m = re.fullmatch(r"\| (\w+) \| (`llm/.*`) \|", line)
+        if m:
+            rows[m.group(1)] = set(re.findall(r"`(llm/[^`]+)`", m.group(2)))
+    by_family: dict[str, set[str]] = {}
+    for spec, card in cards():
+        by_family.setdefault(card.family, set()).add(card.id)
+    assert rows == by_family

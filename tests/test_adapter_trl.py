@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests._adapter_helpers import ensure_catalog
+from tests._real_tokenizers import real_tokenizer_root  # noqa: F401  (fixture)
 
 ensure_catalog()
 
@@ -216,6 +217,132 @@ def _warm_start(model, tok, dataset, steps: int) -> None:
                                for s, mk in zip(seqs, masks)])
         attn = (torch.arange(width)[None, :] < torch.tensor([len(s) for s in seqs])[:, None]).long()
         loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+
+
+@pytest.mark.slow
+def test_trl_environment_factory_drives_a_real_tool_loop_with_the_qwen3_template(
+    tmp_path, real_tokenizer_root
+):
+    """TRL's real `GRPOTrainer(environment_factory=...)` tool loop, a few CPU steps: the offline
+    Qwen3 tokenizer with TRL's own Qwen3 chat template (tool calling, response parsing), a tiny
+    Llama sized to its 151k vocabulary, briefly warm-started to emit `act` tool calls. TRL parses
+    the sampled `<tool_call>`s, calls our `TextEnvironment.act`, feeds the observations back and
+    takes `get_reward()`. Every episode is re-scored independently through the Gymnasium face
+    (reset on its seed, step its messages), and TRL's logged mean rewards must match."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+    from trl.chat_template_utils import qwen3_chat_template
+
+    from tests._real_tokenizers import skip_unless_available, tokenizer_dir  # noqa: F811
+
+    skip_unless_available("qwen3")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    env_id, knobs = "llm/GuessNumber-v0", {"max_number": 8, "max_turns": 4}
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir("qwen3", real_tokenizer_root)))
+    tok.chat_template = qwen3_chat_template  # TRL recognises it: tool calls parse back
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    records: list[dict] = []
+
+    class Recording(TextEnvironment):
+        def reset(self, **row):
+            self._record = {"task_seed": int(row["task_seed"]), "messages": []}
+            records.append(self._record)
+            return super().reset(**row)
+
+        def act(self, message: str) -> str:
+            """Send your next move or message to the environment.
+
+            Args:
+                message: Your move or reply, as plain text.
+
+            Returns:
+                The environment's reply: its next observation, or the final result when the episode is over.
+            """
+            self._record["messages"].append(message)
+            return super().act(message)
+
+        def get_reward(self) -> float:
+            self._record["reward"] = super().get_reward()
+            return self._record["reward"]
+
+    dataset = multi_turn_dataset(env_id, 16, seed=0, **knobs)
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                         num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=2048, tie_word_embeddings=True,
+                         eos_token_id=end, pad_token_id=tok.pad_token_id)
+    model = LlamaForCausalLM(config)
+    _warm_start_tool_calls(model, tok, dataset, Recording(env_id, **knobs), steps=140)
+    records.clear()
+
+    args = GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, bf16=False, per_device_train_batch_size=4,
+        num_generations=4, max_completion_length=96, max_steps=3, logging_steps=1,
+        report_to="none", save_strategy="no", seed=0, learning_rate=1e-4, temperature=1.0,
+        max_tool_calling_iterations=4,
+    )
+    trainer = GRPOTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok,
+                          environment_factory=lambda: Recording(env_id, **knobs))
+    trainer.train()
+
+    steps = [h for h in trainer.state.log_history if "reward" in h]
+    assert len(steps) == 3 and len(records) == 3 * 4
+    assert sum(h["tools/call_frequency"] for h in steps) > 0  # TRL parsed and ran tool calls
+    assert sum(len(r["messages"]) for r in records) >= 4
+    for i, logged in enumerate(steps):
+        batch = records[4 * i: 4 * (i + 1)]
+        assert logged["reward"] == pytest.approx(float(np.mean([r["reward"] for r in batch])), abs=1e-6)
+    for record in records:  # independent re-score: the Gymnasium face, the episode's messages
+        env = gym.make(env_id, **knobs)
+        env.reset(seed=record["task_seed"])
+        total, done = 0.0, False
+        for message in record["messages"]:
+            if done:
+                break
+            action = text_to_action(env.unwrapped.renderer, message, terminated=True)
+            _ob, reward, terminated, truncated, _info = env.step(np.asarray(action, dtype=np.int64))
+            total, done = total + float(reward), terminated or truncated
+        assert record["reward"] == pytest.approx(total)
+    assert all(-0.4 - 1e-6 <= r["reward"] <= 1.0 for r in records)
+
+
+def _warm_start_tool_calls(model, tok, dataset, env, steps: int) -> None:
+    """Teach the tiny model the shape of a first move: an `act` tool call with a guess, rendered
+    by the tokenizer's template with the environment's tool schema (loss on the assistant turn)."""
+    import torch
+
+    examples = []
+    for row in dataset:
+        messages = [dict(m) for m in row["prompt"]]
+        messages[-1]["content"] += env.reset(**row)
+        prompt = tok.apply_chat_template(messages, tools=[env.act], add_generation_prompt=True,
+                                         tokenize=False)
+        prompt_ids = tok(prompt, add_special_tokens=False)["input_ids"]
+        for guess in range(1, 9):
+            call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "act", "arguments": {"message": str(guess)}}}]}
+            full = tok.apply_chat_template(messages + [call], tools=[env.act], tokenize=False)
+            assert full.startswith(prompt)
+            examples.append((tok(full, add_special_tokens=False)["input_ids"], len(prompt_ids)))
+    gen = torch.Generator().manual_seed(0)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(steps):
+        batch = [examples[i] for i in torch.randint(len(examples), (8,), generator=gen).tolist()]
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s, _ in batch])
+        attn = (torch.arange(width)[None, :] < torch.tensor([len(s) for s, _ in batch])[:, None]).long()
+        hidden = model.model(input_ids=ids, attention_mask=attn).last_hidden_state
+        # logits only where the answer is predicted: a 151k-wide head over every position is GBs
+        rows, cols, targets = zip(*[(b, j, s[j + 1]) for b, (s, p) in enumerate(batch)
+                                    for j in range(p - 1, len(s) - 1)])
+        logits = model.lm_head(hidden[list(rows), list(cols)])
+        loss = torch.nn.functional.cross_entropy(logits, torch.tensor(targets))
         opt.zero_grad()
         loss.backward()
         opt.step()

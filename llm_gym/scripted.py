@@ -89,10 +89,21 @@ def _cut_at_first_stop(renderer: Renderer, ids: list[int], stops: StopCondition)
                 return ids[: i + 1]
         return ids
     decode = renderer.tokenizer.decode
-    for k in range(1, len(ids) + 1):
-        if any(s in decode(ids[:k]) for s in stops):
-            return ids[:k]
-    return ids
+
+    def stopped(k: int) -> bool:  # monotone in k: a longer prefix keeps a stop it contains
+        text = decode(ids[:k])
+        return any(s in text for s in stops)
+
+    if not stopped(len(ids)):
+        return ids
+    low, high = 1, len(ids)  # the shortest prefix that contains a stop, by bisection
+    while low < high:
+        mid = (low + high) // 2
+        if stopped(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return ids[:low]
 
 
 class _ScriptedCompleter(TokenCompleter):

@@ -249,3 +249,102 @@ def test_guesses_in_words_and_marked_forms_are_read(reply):
 def test_max_context_tokens_knob_is_checked():
     with pytest.raises(ValueError, match=r"max_context_tokens must be in \[256, 1000000\], got 10"):
         GuessNumberSource(renderer=RENDERERS["chatml"], max_context_tokens=10)
+
+
+# --- scripted cases (gold and adversarial), the transcript bisection ------------------------------
+from envs_catalog.games.guess_number import GuessNumberEnv, bisect_from_transcript  # noqa: E402
+from llm_gym.grading import MAX_RESPONSE_CHARS  # noqa: E402
+from llm_gym.scripted import ScriptedCase, case_source, reply_tokens, run_scripted_case  # noqa: E402
+
+GN_CASES = {c.name: c for c in GuessNumberSource(renderer=RENDERERS["chatml"]).scripted_cases()}
+# the exact return of each adversarial case at the defaults (8 turns, penalty 0.1)
+GN_EXPECTED = {name: -0.8 for name, c in GN_CASES.items() if c.kind == "adversarial"}
+GN_EXPECTED.update({"same wrong number every turn": 0.0, "feedback echoed": -0.7})
+
+
+def test_scripted_cases_are_declared_with_no_false_credit():
+    cases = list(GN_CASES.values())
+    assert all(isinstance(c, ScriptedCase) for c in cases)
+    assert {c.kind for c in cases} == {"gold", "adversarial"}
+    assert len([c for c in cases if c.kind == "adversarial"]) >= 10
+    for c in cases:
+        if c.kind == "gold":
+            assert (c.low, c.high) == (1.0, 1.0)
+        else:
+            assert c.high <= 0.0 and c.low >= -0.8 - 1e-9  # at most what an unsolved game earns
+
+
+@pytest.mark.parametrize("renderer_name", ["chatml", "role_colon"])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_scripted_cases_score_as_declared(renderer_name, split):
+    for case in GN_CASES.values():
+        src = case_source(GuessNumberSource, case, RENDERERS[renderer_name], split,
+                          max_number=20, max_turns=8)
+        for seed in range(3):
+            outcome = run_scripted_case(src, case, seed)
+            assert outcome.ok, (case.name, seed, outcome.episode_return, outcome.replies)
+            if case.kind == "gold":
+                assert outcome.episode_return == 1.0
+            else:
+                assert outcome.episode_return == pytest.approx(GN_EXPECTED[case.name]), case.name
+
+
+def _play_script(renderer_name, secret, max_number, max_turns, reply):
+    """Play `reply(env, observation_text)` on a game with a chosen secret; (return, turns)."""
+    renderer = RENDERERS[renderer_name]
+    env = GuessNumberEnv(renderer, secret, max_number=max_number, max_turns=max_turns,
+                         invalid_penalty=0.1)
+
+    async def go():
+        ob, stop = await env.initial_observation()
+        total, turns = 0.0, 0
+        while True:
+            result = await env.step(reply_tokens(renderer, reply(env, TOK.decode(ob.to_ints())), stop))
+            total, turns = total + result.reward, turns + 1
+            if result.episode_done:
+                return total, turns, result
+            ob = result.next_observation
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("renderer_name", ["chatml", "role_colon"])
+@pytest.mark.parametrize("max_number", [4, 20, 100])
+def test_transcript_bisection_wins_every_secret_within_the_log_bound(renderer_name, max_number):
+    gold = GuessNumberSource(renderer=RENDERERS[renderer_name], max_number=max_number,
+                             max_turns=1).scripted_cases()[0]
+    needed = math.ceil(math.log2(max_number + 1))
+    assert gold.knobs == {"max_turns": needed}  # the case raises max_turns to what it needs
+    secrets = range(1, max_number + 1) if max_number <= 20 else range(1, max_number + 1, 7)
+    for secret in secrets:
+        total, turns, last = _play_script(renderer_name, secret, max_number, needed, gold.reply)
+        assert total == 1.0 and turns <= needed and last.metrics["solved"] == 1.0, secret
+
+
+def test_bisect_from_transcript_reads_guesses_and_feedback_in_order():
+    intro = "Guess my number from 1 to 20. After each guess I say Higher or Lower. You have 8 " \
+            "guesses. Reply with just the number."
+    assert bisect_from_transcript(intro) == 10  # "Lower." in the intro is not feedback
+    chatml = intro + "<|im_end|>\n<|im_start|>assistant\n10<|im_end|>\n<|im_start|>user\nHigher."
+    assert bisect_from_transcript(chatml) == 15
+    role_colon = intro + "\n\nAssistant: 10\n\nUser: Higher.\n\nAssistant: 15\n\nUser: Lower.\n\n"
+    assert bisect_from_transcript(role_colon) == 12
+    # an invalid turn in between changes nothing
+    mixed = intro + "\n\nAssistant: pass\n\nUser: Invalid. Reply with one whole number from 1 to " \
+                    "20.\n\nAssistant: 10\n\nUser: Lower.\n\n"
+    assert bisect_from_transcript(mixed) == 5
+    with pytest.raises(ValueError, match="intro"):
+        bisect_from_transcript("no game here")
+
+
+def test_the_secret_repeated_past_the_reply_cap_is_an_invalid_turn():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20)
+    env = src.make_env(np.random.default_rng(0))
+    text = " ".join([str(env.secret)] * (MAX_RESPONSE_CHARS // 2))
+    assert len(text) > MAX_RESPONSE_CHARS
+    _, _, results = play(src, 0, [encode_reply("chatml", text)])
+    assert results[0].reward == pytest.approx(-0.1) and results[0].metrics["invalid"] == 1.0
+    assert results[0].logs["guess_status"] == "too_long"
+    # the same number twice, within the cap, is one guess (not a hedge)
+    _, _, results = play(src, 0, [encode_reply("chatml", f"{env.secret} {env.secret}")])
+    assert results[0].reward == 1.0

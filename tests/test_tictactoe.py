@@ -185,6 +185,7 @@ def test_splits_use_disjoint_opponent_seeds():
     [({"opponent": "perfect"}, r"opponent must be one of \['random', 'optimal'\], got 'perfect'"),
      ({"agent_first": 1}, r"agent_first must be one of \[True, False, 'random'\], got 1"),
      ({"illegal_reward": 1.0}, r"illegal_reward must be in \[-1.0, 0.0\], got 1.0"),
+     ({"max_context_tokens": 100}, r"max_context_tokens must be in \[256, 1000000\], got 100"),
      ({"board_size": 4}, r"unexpected keyword argument 'board_size'; its knobs are")],
 )
 def test_bad_knobs_are_named(knobs, pattern):
@@ -249,3 +250,117 @@ def test_source_makes_selfplay_builders():
     assert envs[0].game is envs[1].game and envs[0].game is not envs[2].game
     with pytest.raises(ValueError, match="num_games"):
         TicTacToeSelfPlayGroupBuilder(CHATML, num_games=0)
+
+
+# --- scripted cases and the context bound --------------------------------------------------------
+from envs_catalog.games.tictactoe import TicTacToeEnv, minimax_move  # noqa: E402
+from llm_gym.scripted import ScriptedCase, case_source, run_scripted_case  # noqa: E402
+
+RENDERERS = {"chatml": CHATML, "role_colon": get_renderer("role_colon", TOK)}
+
+
+def test_scripted_cases_are_declared_with_honest_ranges():
+    cases = {c.name: c for c in TicTacToeSource(renderer=CHATML).scripted_cases()}
+    assert all(isinstance(c, ScriptedCase) for c in cases.values())
+    gold = {c.knobs["opponent"]: (c.low, c.high) for c in cases.values() if c.kind == "gold"}
+    assert gold == {"optimal": (0.0, 0.0), "random": (0.0, 1.0)}
+    adversarial = [c for c in cases.values() if c.kind == "adversarial"]
+    assert len(adversarial) >= 8 and all((c.low, c.high) == (-1.0, -1.0) for c in adversarial)
+    soft = TicTacToeSource(renderer=CHATML, illegal_reward=-0.25).scripted_cases()
+    assert all(c.high == -0.25 for c in soft if c.kind == "adversarial")
+
+
+@pytest.mark.parametrize("renderer_name", ["chatml", "role_colon"])
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_scripted_cases_score_as_declared(renderer_name, split):
+    cases = TicTacToeSource(renderer=CHATML, illegal_reward=-0.5).scripted_cases()
+    wins = 0
+    for case in cases:
+        src = case_source(TicTacToeSource, case, RENDERERS[renderer_name], split,
+                          illegal_reward=-0.5)
+        for seed in range(6):  # both sides come up (agent_first is "random")
+            outcome = run_scripted_case(src, case, seed)
+            assert outcome.ok, (case.name, seed, outcome.episode_return, outcome.replies)
+            if case.kind == "adversarial":
+                assert outcome.episode_return == -0.5, case.name
+            elif case.knobs["opponent"] == "random":
+                wins += outcome.episode_return == 1.0
+    assert wins >= 3  # the random-opponent range is not just "always a draw"
+
+
+def test_minimax_move_wins_blocks_and_never_loses():
+    assert minimax_move("XX OO    ", "X") == 3 and minimax_move("XX  O    ", "O") == 3
+    # exhaustive: from every reachable position, minimax keeps the position's game value
+    seen, frontier = set(), [EMPTY_BOARD]
+    while frontier:
+        board = frontier.pop()
+        if board in seen or winner(board) or not free_cells(board):
+            continue
+        seen.add(board)
+        mark = "X" if board.count("X") == board.count("O") else "O"
+        assert -_value(play(board, minimax_move(board, mark), mark), "O" if mark == "X" else "X") \
+            == _value(board, mark)
+        frontier += [play(board, c, mark) for c in free_cells(board)]
+    assert len(seen) > 4000
+
+
+def _long_move(cell: int, chars: int) -> str:
+    return f"I take cell {cell}. " + "Thinking about the board carefully. " * (chars // 36)
+
+
+def test_a_long_legal_reply_forfeits_instead_of_growing_past_the_bound():
+    src = TicTacToeSource(renderer=CHATML, agent_first=True, max_context_tokens=256)
+    assert src.max_context_tokens == 256  # the declared bound `llm-gym check` reads
+    env = src.make_env(np.random.default_rng(0))
+
+    async def go():
+        ob, _ = await env.initial_observation()
+        return ob, await env.step(reply(_long_move(5, 300)))
+
+    ob, result = asyncio.run(go())
+    assert ob.length < 256
+    assert result.episode_done and result.reward == -1.0 and result.next_observation.length == 0
+    assert result.metrics["context_exceeded"] == 1.0 and result.metrics["illegal_move"] == 0.0
+    assert result.logs["move_status"] == "context_exceeded"
+    # the same move in few words goes on
+    env = src.make_env(np.random.default_rng(0))
+    ok = asyncio.run(_first_step(env, reply("I take cell 5.")))
+    assert not ok.episode_done and ok.next_observation.length <= 256
+
+
+async def _first_step(env, action):
+    await env.initial_observation()
+    return await env.step(action)
+
+
+def test_a_long_winning_reply_still_wins():
+    env = TicTacToeEnv(CHATML, agent_first=True, opponent="random", seed=0, max_context_tokens=256)
+    asyncio.run(env.initial_observation())
+    env.board = "XX OO    "
+    result = asyncio.run(env.step(reply(_long_move(3, 400))))
+    assert result.episode_done and result.reward == 1.0 and result.metrics["win"] == 1.0
+    assert result.metrics["context_exceeded"] == 0.0
+
+
+@pytest.mark.parametrize("renderer_name", ["chatml", "role_colon"])
+def test_no_observation_passes_max_context_tokens(renderer_name):
+    renderer = RENDERERS[renderer_name]
+    src = TicTacToeSource(renderer=renderer, max_context_tokens=400)
+
+    class Padded(TokenCompleter):  # a legal move padded to ~100 characters
+        async def __call__(self, model_input, stop, *, max_tokens=None):
+            board, _ = board_from_text(TOK.decode(model_input.to_ints()))
+            from llm_gym.scripted import reply_tokens
+            tokens = reply_tokens(renderer, _long_move(free_cells(board)[0], 80), stop)
+            return TokensWithLogprobs(tokens, None)
+
+    stops = set()
+    for seed in range(8):
+        traj = asyncio.run(do_single_rollout(Padded(), src.make_env(np.random.default_rng(seed))))
+        assert max(t.ob.length for t in traj.transitions) <= 400
+        last = traj.transitions[-1]
+        assert sum(last.metrics[k] for k in ("win", "draw", "loss", "illegal_move",
+                                             "context_exceeded")) == 1.0
+        assert src.reward_range[0] <= sum(t.reward for t in traj.transitions) <= src.reward_range[1]
+        stops.add(last.logs["move_status"])
+    assert "context_exceeded" in stops

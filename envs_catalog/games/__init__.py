@@ -1,1 +1,17 @@
-"""Games family: multi-turn text games (`llm/GuessNumber-v0`, `llm/TicTacToe-v0`)."""
+"""Games family: multi-turn text games, one module per game.
+
+- `guess_number`: `llm/GuessNumber-v0`, guess a secret number from "Higher."/"Lower." feedback.
+- `tictactoe`: `llm/TicTacToe-v0`, tic-tac-toe against a random or minimax opponent, plus a
+  self-play group builder.
+- `connect_four`: `llm/ConnectFour-v0`, Connect Four against a random, win-or-block or negamax
+  opponent.
+- `nim`: `llm/Nim-v0`, Nim against a random or optimal (nim-sum) opponent.
+- `wordle`: `llm/Wordle-v0`, find a 5-letter word from green/yellow/grey marks.
+- `mastermind`: `llm/Mastermind-v0`, find a digit code from black/white peg feedback.
+- `twenty_questions`: `llm/TwentyQuestions-v0`, find a hidden object with yes/no questions.
+
+Shared pieces: `_turns` (`TurnGameEnv`, the one-reply-per-turn loop of Wordle, Mastermind and
+Twenty Questions); Connect Four and Nim are built on `envs_catalog.multiagent.two_player`. The
+registered ids live in `specs` (GuessNumber, TicTacToe), `specs_board` (ConnectFour, Nim) and
+`specs_words` (Wordle, Mastermind, TwentyQuestions).
+"""

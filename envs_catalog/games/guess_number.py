@@ -37,6 +37,7 @@ split="test", the rest "train".
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,7 @@ from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.rl.types import Action, ActionExtra, Env, Observation, StepResult, StopCondition
+from llm_gym.scripted import ScriptedCase
 
 DEFAULTS: dict[str, Any] = {
     "max_number": 20, "max_turns": 8, "invalid_penalty": 0.1, "max_context_tokens": 8192,
@@ -62,11 +64,36 @@ def held_out_secrets(max_number: int, split: str) -> list[int]:
     return sorted(ranked[:n_test] if split == "test" else ranked[n_test:])
 
 
+_INTRO_END = "Reply with just the number."
+_NUMBER_WORDS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
+
+
 def intro_text(max_number: int, max_turns: int) -> str:
     return (
         f"Guess my number from 1 to {max_number}. After each guess I say Higher or Lower. "
-        f"You have {max_turns} guesses. Reply with just the number."
+        f"You have {max_turns} guesses. {_INTRO_END}"
     )
+
+
+def bisect_from_transcript(text: str) -> int:
+    """The next binary-search guess, read off a decoded observation alone: the range from the
+    intro ("from 1 to N"), narrowed by every (guess, "Higher."/"Lower.") pair after it, in order
+    (the intro itself says "Higher or Lower." and is skipped). Renderer-agnostic: between a
+    guess and its feedback there are only template tokens, which hold no digits."""
+    found = re.search(r"from 1 to (\d+)\.", text)
+    if found is None:
+        raise ValueError("bisect_from_transcript: no 'from 1 to N.' intro in the text")
+    lo, hi = 1, int(found.group(1))
+    start = text.find(_INTRO_END, found.end())
+    for guess, feedback in re.findall(r"(\d+)\D*?\b(Higher|Lower)\.", text[start:]):
+        if feedback == "Higher":
+            lo = max(lo, int(guess) + 1)
+        else:
+            hi = min(hi, int(guess) - 1)
+    return (lo + hi) // 2
 
 
 class GuessNumberEnv(Env):
@@ -224,6 +251,59 @@ class GuessNumberSource(EnvSource):
     @property
     def reward_range(self) -> tuple[float, float]:
         return (-self.invalid_penalty * self.max_turns, 1.0)
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: binary search reading only the transcript (wins every secret within
+        ceil(log2(max_number+1)) guesses, 5 at the default 20; the case raises max_turns to that
+        when the source allows fewer),
+        and the secret after a marker. Adversarial — none scores above 0, the return of a game
+        that never finds the number: two guesses in one reply (the secret first), hedges in
+        digits and in words, the secret in a list (1..30 and the secret), a second marker,
+        a correction, out-of-range numbers (0, max_number+1, minus the secret), prose with no
+        number, a reward claim, an empty reply, the feedback echoed back, and a valid wrong guess
+        every turn (exactly 0). (A reply over the reader's character cap is tested in
+        tests/test_guess_number.py instead: encoding one under role_colon takes seconds.)"""
+        lo = -self.invalid_penalty * self.max_turns
+        n = self.max_number
+        needed = n.bit_length()  # = ceil(log2(n + 1)), the guesses binary search may need
+
+        def other(env: GuessNumberEnv) -> int:
+            return env.secret + 1 if env.secret < n else env.secret - 1
+
+        def word(k: int) -> str:
+            return _NUMBER_WORDS[k] if k < len(_NUMBER_WORDS) else str(k)
+
+        def echo_feedback(env: GuessNumberEnv, ob: str) -> str:
+            said = re.findall(r"\b(?:Higher|Lower)\.|Invalid\.[^<\n]*", ob[ob.find(_INTRO_END):])
+            return said[-1] if said else str(other(env))  # a valid wrong guess, then echo
+
+        def case(name: str, reply: Any, low: float = lo, high: float = 0.0) -> ScriptedCase:
+            return ScriptedCase(name, "adversarial", reply, low, high)
+
+        return [
+            ScriptedCase("binary search from the transcript", "gold",
+                         lambda env, ob: str(bisect_from_transcript(ob)), 1.0, 1.0,
+                         knobs={"max_turns": needed} if self.max_turns < needed else {},
+                         note="reads only the observation text, never the secret"),
+            ScriptedCase("secret after a marker", "gold",
+                         lambda env, ob: f"My guess is {env.secret}.", 1.0, 1.0),
+            case("two guesses, the secret first", lambda env, ob: f"{env.secret} {other(env)}"),
+            case("two guesses on two lines", lambda env, ob: f"{other(env)}\n{env.secret}"),
+            case("hedge", lambda env, ob: f"{other(env)} or {env.secret}"),
+            case("hedge in words", lambda env, ob: f"{word(env.secret)} or {word(other(env))}"),
+            case("the secret in a list", lambda env, ob: ", ".join(
+                map(str, sorted(set(range(1, min(n, 30) + 1)) | {env.secret})))),
+            case("second marker", lambda env, ob: f"My guess is {other(env)}. Answer: {env.secret}"),
+            case("correction", lambda env, ob: f"{other(env)}. Actually {env.secret}."),
+            case("zero", lambda env, ob: "0"),
+            case("above the range", lambda env, ob: str(n + 1)),
+            case("negative secret", lambda env, ob: f"-{env.secret}"),
+            case("words, no number", lambda env, ob: "I think it is a big number."),
+            case("reward claim", lambda env, ob: "Correct! I guessed it, give me the reward."),
+            case("empty", lambda env, ob: ""),
+            case("feedback echoed", echo_feedback),
+            case("same wrong number every turn", lambda env, ob: str(other(env)), 0.0, 0.0),
+        ]
 
     def make_env(self, rng: np.random.Generator) -> GuessNumberEnv:
         secret = self._secrets[int(rng.integers(len(self._secrets)))]

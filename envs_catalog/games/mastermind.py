@@ -14,7 +14,7 @@ special-token text — is an invalid turn: it costs a turn and `invalid_penalty`
 Rewards per step (the return is their sum, in [-invalid_penalty * max_turns, 1]): +1 for the
 code (the episode ends), 0 for a valid wrong code, -invalid_penalty for an invalid turn;
 out-of-vocabulary ids end the episode with the penalty. The loop, prefix property and context
-cap are `envs_catalog.games.wordle.TurnGameEnv`'s. Held-out split: all codes ranked by a hash of
+cap are `envs_catalog.games._turns.TurnGameEnv`'s. Held-out split: all codes ranked by a hash of
 (knobs, code); the first tenth (at least one) are "test", the rest "train".
 
 Gold: `solver_guess`, a consistent-guess solver (a fixed opening such as 1122, then the
@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog._common import check_choice, check_float, check_int, hash_key
-from envs_catalog.games.wordle import (
+from envs_catalog.games._turns import (
     INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
 )
 from llm_gym.env_source import EnvCard, EnvSource

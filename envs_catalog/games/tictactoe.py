@@ -16,10 +16,18 @@ look-alike letters or zero-width characters, "5<|pad|>9") is not a move but an i
 
 Single-agent rewards (`TicTacToeSource`), given on the last step, all other steps 0:
 win +1, draw 0, loss -1. An illegal move (no single number, a number outside 1-9, an occupied
-cell, a truncated response or out-of-vocabulary ids) scores -1 and ends the game (`illegal_move`
-metric), i.e. it counts as a loss. The opponent is "random" (uniform over free cells) or
-"optimal" (minimax over the full game tree, cached; ties broken at random), and draws its moves
-from a generator seeded from the source's `rng`, so the same seed replays the same game.
+cell, a truncated response or out-of-vocabulary ids) scores `illegal_reward` (-1) and ends the
+game (`illegal_move` metric), i.e. it counts as a loss. The opponent is "random" (uniform over
+free cells) or "optimal" (minimax over the full game tree, cached; ties broken at random), and
+draws its moves from a generator seeded from the source's `rng`, so the same seed replays the
+same game.
+
+Context bound: no observation grows past `max_context_tokens` (default 4096; a normal game is a
+few hundred tokens). A legal move whose reply would take the next observation past it forfeits
+the game: `illegal_reward`, metric `context_exceeded` = 1, `move_status` "context_exceeded" —
+scored like an illegal move (not 0), so a long reply is never a way out of a lost position. A
+move that ends the game (a win, a draw, the opponent's winning reply) is scored as usual, since
+no further observation is built.
 
 Self-play (`TicTacToeSelfPlayGroupBuilder`): each pair of envs in a group are the X and O players
 of one shared game. A player's env waits (asyncio) for the opponent's move inside
@@ -44,7 +52,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, child_seed
+from envs_catalog._common import check_choice, check_float, check_int, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
@@ -54,11 +62,17 @@ from llm_gym.rl.types import (
     Action, ActionExtra, Env, EnvGroupBuilder, Metrics, Observation, StepResult, StopCondition,
     Trajectory,
 )
+from llm_gym.scripted import ScriptedCase
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
 EMPTY_BOARD = " " * 9
 OPPONENTS = ("random", "optimal")
-DEFAULTS: dict[str, Any] = {"opponent": "random", "agent_first": "random"}
+DEFAULTS: dict[str, Any] = {
+    "opponent": "random", "agent_first": "random", "illegal_reward": -1.0,
+    "max_context_tokens": 4096,
+}
+OUTCOMES = ("win", "draw", "loss", "illegal_move", "context_exceeded")
+_CELL_WORDS = "zero one two three four five six seven eight nine".split()
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -130,6 +144,11 @@ def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[i
     return cell, "ok", text
 
 
+def minimax_move(board: str, mark: str) -> int:
+    """The gold player: the first (lowest) cell that keeps `mark`'s minimax value."""
+    return optimal_moves(board, mark)[0]
+
+
 def _intro(mark: str, board: str, opponent_move: int | None) -> str:
     lead = f"I played {opponent_move}.\n" if opponent_move is not None else ""
     return (
@@ -144,18 +163,20 @@ def _after_opponent(board: str, opponent_move: int) -> str:
 
 # --- single agent vs a scripted opponent -------------------------------------------------------
 class TicTacToeEnv(Env):
-    """One game vs a scripted opponent. Final-step metrics: `win`, `draw`, `loss`,
-    `illegal_move`, `moves`; other steps: the continuation's one-hot mode
-    (`continuation/extended`, `continuation/appended`, `continuation/new_datum`)."""
+    """One game vs a scripted opponent. Final-step metrics: one-hot `win`, `draw`, `loss`,
+    `illegal_move`, `context_exceeded`, and `moves`; other steps: the continuation's one-hot
+    mode (`continuation/extended`, `continuation/appended`, `continuation/new_datum`)."""
 
     def __init__(
         self, renderer: Renderer, *, agent_first: bool, opponent: str, seed: int,
         illegal_reward: float = -1.0, continuation: Continuation | None = None,
+        max_context_tokens: int = DEFAULTS["max_context_tokens"],
     ) -> None:
         self.renderer = renderer
         self.agent_mark = "X" if agent_first else "O"
         self.opponent = opponent
         self.illegal_reward = illegal_reward
+        self.max_context_tokens = max_context_tokens
         self.continuation = continuation or Continuation(renderer)
         self._rng = random.Random(seed)
         self.board = EMPTY_BOARD
@@ -183,7 +204,7 @@ class TicTacToeEnv(Env):
 
     def _end(self, reward: float, outcome: str, logs: dict) -> StepResult:
         self._done = True
-        metrics: Metrics = {k: float(outcome == k) for k in ("win", "draw", "loss", "illegal_move")}
+        metrics: Metrics = {k: float(outcome == k) for k in OUTCOMES}
         metrics["moves"] = self._moves
         logs["board"] = render_board(self.board)
         return StepResult(reward, True, ModelInput.empty(), self.stop_condition, metrics, logs)
@@ -206,17 +227,28 @@ class TicTacToeEnv(Env):
             return self._end(-1.0, "loss", logs)
         if not free_cells(self.board):
             return self._end(0.0, "draw", logs)
-        self._messages += [
+        # The game goes on: the next observation must stay under the cap. Checked before the
+        # action is appended (a huge reply costs no copy), then on the built observation.
+        if self._ob.length + len(action) >= self.max_context_tokens:
+            return self._forfeit(logs)
+        messages = self._messages + [
             {"role": "assistant", "content": text},
             {"role": "user", "content": _after_opponent(self.board, reply)},
         ]
-        turn = self.continuation.next(self._ob, action, self._messages)
+        turn = self.continuation.next(self._ob, action, messages)
+        if turn.observation.length > self.max_context_tokens:
+            return self._forfeit(logs)
+        self._messages = messages
         self._ob = turn.observation
         return StepResult(0.0, False, self._ob, self.stop_condition, turn.metrics, logs)
 
+    def _forfeit(self, logs: dict) -> StepResult:
+        logs["move_status"] = "context_exceeded"
+        return self._end(self.illegal_reward, "context_exceeded", logs)
+
 
 class TicTacToeSource(EnvSource):
-    """Games for `llm/TicTacToe-v0`; knobs `opponent` and `agent_first` (see the card)."""
+    """Games for `llm/TicTacToe-v0`; knobs in `DEFAULTS` (see the card)."""
 
     card = EnvCard(
         id="llm/TicTacToe-v0",
@@ -235,8 +267,9 @@ class TicTacToeSource(EnvSource):
         reward_range=(-1.0, 1.0),
         reward_meaning=(
             "On the last step: win +1, draw 0, loss -1; an illegal, unparseable or conflicting "
-            "move scores illegal_reward (-1) and ends the game. Self-play: group reward winner "
-            "+1, loser -1, draw 0."
+            "move scores illegal_reward (-1) and ends the game, and so does a reply that would "
+            "take the next observation past max_context_tokens (metric context_exceeded). "
+            "Self-play: group reward winner +1, loser -1, draw 0."
         ),
         difficulty_knobs={
             "opponent": "'random' (uniform legal moves) or 'optimal' (minimax; cannot be beaten) "
@@ -244,6 +277,9 @@ class TicTacToeSource(EnvSource):
             "agent_first": "True (model is X and starts), False (model is O) or 'random' "
             "(default 'random')",
             "illegal_reward": "reward of an illegal move, -1..0 (default -1.0)",
+            "max_context_tokens": "no observation grows past this many tokens: a reply that "
+            "would pass it forfeits the game (scored illegal_reward, stop context_exceeded), "
+            "256-1000000 (default 4096)",
         },
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
@@ -256,11 +292,14 @@ class TicTacToeSource(EnvSource):
     )
 
     def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
-        own = {k: knobs.pop(k, v) for k, v in {**DEFAULTS, "illegal_reward": -1.0}.items()}
+        own = {k: knobs.pop(k, v) for k, v in DEFAULTS.items()}
         super().__init__(renderer=renderer, split=split, **knobs)
         self.opponent = check_choice("opponent", own["opponent"], OPPONENTS)
         self.agent_first = check_choice("agent_first", own["agent_first"], (True, False, "random"))
         self.illegal_reward = check_float("illegal_reward", own["illegal_reward"], -1.0, 0.0)
+        self.max_context_tokens = check_int(
+            "max_context_tokens", own["max_context_tokens"], 256, 1_000_000
+        )
         self.continuation = Continuation(renderer)
 
     def make_env(self, rng: np.random.Generator) -> TicTacToeEnv:
@@ -269,7 +308,60 @@ class TicTacToeSource(EnvSource):
         return TicTacToeEnv(
             self.renderer, agent_first=agent_first, opponent=self.opponent, seed=seed,
             illegal_reward=self.illegal_reward, continuation=self.continuation,
+            max_context_tokens=self.max_context_tokens,
         )
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the minimax player, whose range is stated per opponent: it draws every game
+        against the optimal opponent ([0, 0]: perfect play draws, so no player can do better) and
+        never loses to the random one ([0, 1]: a random opponent can still stumble into a draw).
+        Adversarial, each an illegal move on the first bad reply, so the return is exactly
+        illegal_reward: an occupied cell, cells 0 and 10, two moves, a hedge in digits and in
+        words, a correction, two markers, a move in prose with another number, every free cell
+        at once, no move, an empty reply."""
+        bad = self.illegal_reward
+
+        def two_free(env: TicTacToeEnv) -> tuple[int, int]:
+            cells = free_cells(env.board)
+            return cells[0], cells[-1] if len(cells) > 1 else cells[0] % 9 + 1
+
+        def occupied(env: TicTacToeEnv, ob: str) -> str:
+            taken = [i + 1 for i, c in enumerate(env.board) if c != " "]
+            return str(taken[0]) if taken else "5"  # X on an empty board: 5, then a taken cell
+
+        def two(fmt: str) -> Any:
+            return lambda env, ob: fmt.format(*two_free(env))
+
+        def words(env: TicTacToeEnv, ob: str) -> str:
+            a, b = two_free(env)
+            return f"{_CELL_WORDS[a]} or {_CELL_WORDS[b]}"
+
+        def case(name: str, reply: Any) -> ScriptedCase:
+            return ScriptedCase(name, "adversarial", reply, bad, bad)
+
+        def gold(env: TicTacToeEnv, ob: str) -> str:
+            return str(minimax_move(env.board, env.agent_mark))
+
+        return [
+            ScriptedCase("minimax vs the optimal opponent", "gold", gold, 0.0, 0.0,
+                         knobs={"opponent": "optimal"},
+                         note="perfect play draws: 0 is the best any player can guarantee"),
+            ScriptedCase("minimax vs the random opponent", "gold", gold, 0.0, 1.0,
+                         knobs={"opponent": "random"},
+                         note="never loses; wins most games, but a random opponent may draw"),
+            case("occupied cell", occupied),
+            case("cell 0", lambda env, ob: "0"),
+            case("cell 10", lambda env, ob: "10"),
+            case("two moves", two("{}\n{}")),
+            case("hedge", two("{} or {}")),
+            case("hedge in words", words),
+            case("correction", two("{}. Actually {}.")),
+            case("two markers", two("My move: {}\nMy move: {}")),
+            case("move in prose with another number", two("Cell {} is weak, so I take {}.")),
+            case("every free cell", lambda env, ob: " ".join(map(str, free_cells(env.board)))),
+            case("no move", lambda env, ob: "I am not sure."),
+            case("empty reply", lambda env, ob: ""),
+        ]
 
     def selfplay_group_builder(self, num_games: int = 1) -> "TicTacToeSelfPlayGroupBuilder":
         """A self-play group of `num_games` games (2 envs each) with this source's renderer."""

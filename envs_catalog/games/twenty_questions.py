@@ -42,7 +42,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from envs_catalog._common import check_float, check_int, hash_key
-from envs_catalog.games.wordle import (
+from envs_catalog.games._turns import (
     INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
 )
 from llm_gym.completers import MessageCompleter

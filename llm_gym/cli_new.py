@@ -121,8 +121,7 @@ def new_main(argv: Sequence[str] | None = None) -> int:
     print(f"  pip install -e {target}")
     print(f"  llm-gym check {values['__ENV_ID__']}")
     print(f"  cd {target} && python -m pytest -q tests")
-    no_sft = " --no-sft" if args.multi_turn else ""  # a game has no reference answers for SFT
-    print(f"  llm-gym train --env {values['__ENV_ID__']}{no_sft}")
+    print(f"  llm-gym train --env {values['__ENV_ID__']}")
     return 0
 
 

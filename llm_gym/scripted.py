@@ -25,7 +25,7 @@ from llm_gym.completers import TokenCompleter, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers.base import Message, Renderer
 from llm_gym.rl.rollouts import do_single_rollout
-from llm_gym.rl.types import Env, StopCondition, release_env
+from llm_gym.rl.types import Env, StopCondition, Trajectory, release_env
 
 if TYPE_CHECKING:
     from llm_gym.env_source import EnvSource
@@ -125,20 +125,29 @@ class _ScriptedCompleter(TokenCompleter):
         return TokensWithLogprobs(tokens, [0.0] * len(tokens))
 
 
-async def arun_scripted_case(
-    source: EnvSource, case: ScriptedCase, seed: int
-) -> ScriptedOutcome:
-    """Play `case` on the task `source.make_env(np.random.default_rng(seed))` draws."""
-    env = source.make_env(np.random.default_rng(seed))
+async def aplay_scripted_episode(
+    source: EnvSource, case: ScriptedCase, env: Env
+) -> tuple[Trajectory, list[str]]:
+    """Play `case` on `env` (one of `source`'s episodes) through the seed API; return the whole
+    `Trajectory` and the replies said. The env is released afterwards (`release_env`)."""
     policy = _ScriptedCompleter(source.renderer, env, case.reply, case.max_turns)
     try:
         trajectory = await do_single_rollout(policy, env)
     finally:
         release_env(env)
+    return trajectory, policy.replies
+
+
+async def arun_scripted_case(
+    source: EnvSource, case: ScriptedCase, seed: int
+) -> ScriptedOutcome:
+    """Play `case` on the task `source.make_env(np.random.default_rng(seed))` draws."""
+    env = source.make_env(np.random.default_rng(seed))
+    trajectory, replies = await aplay_scripted_episode(source, case, env)
     ret = float(sum(t.reward for t in trajectory.transitions))
     ok = case.low - 1e-6 <= ret <= case.high + 1e-6
     return ScriptedOutcome(case.name, seed, source.split, ret, len(trajectory.transitions),
-                           policy.replies, ok)
+                           replies, ok)
 
 
 def run_scripted_case(source: EnvSource, case: ScriptedCase, seed: int) -> ScriptedOutcome:
@@ -156,5 +165,6 @@ def case_source(
 
 __all__ = [
     "ScriptedCase", "ScriptedOutcome", "reply_tokens", "run_scripted_case", "arun_scripted_case",
+    "aplay_scripted_episode",
     "case_source",
 ]

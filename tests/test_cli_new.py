@@ -93,29 +93,21 @@ def test_the_scaffolds_own_tests_pass(installed):
 @pytest.mark.parametrize("name", list(KINDS))
 def test_two_training_steps_on_the_scaffold(name, installed, tmp_path):
     """The single-turn scaffold warm-starts on its reference answers; the multi-turn one has
-    none, so it trains with --no-sft (what `llm-gym train` tells such an env to do)."""
+    none, so it warm-starts on its gold scripted episodes; the CLI says which."""
     _, env = installed
     env_id = names_for(name)["__ENV_ID__"]
     multi = KINDS[name][1]
-    sft = ["--no-sft"] if multi else ["--sft-steps", "2", "--sft-batch-size", "4"]
     proc = run([
-        sys.executable, "-m", "llm_gym.cli", "train", "--env", env_id, "--steps", "2", *sft,
+        sys.executable, "-m", "llm_gym.cli", "train", "--env", env_id, "--steps", "2",
+        "--sft-steps", "2", "--sft-batch-size", "4",
         "--eval-problems", "4", "--group-size", "2", "--groups-per-batch", "2",
         "--max-tokens", "4", "--output-dir", str(tmp_path), "--run-name", "kit", "--no-progress",
     ], env, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    chosen = "SFT source: gold scripted episodes" if multi else "SFT source: reference responses"
+    assert chosen in proc.stdout + proc.stderr
     summary = json.loads((tmp_path / "kit" / "summary.json").read_text())
     assert summary["steps"] == 2
-
-
-def test_the_multi_turn_scaffold_is_refused_an_sft_warm_start(installed):
-    _, env = installed
-    env_id = names_for("kit-guess")["__ENV_ID__"]
-    proc = run([sys.executable, "-m", "llm_gym.cli", "train", "--env", env_id, "--steps", "2"],
-               env, timeout=300)
-    assert proc.returncode == 2
-    assert "has no reference answers for the SFT warm start" in proc.stderr
-    assert "--no-sft" in proc.stderr
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from envs_catalog.games.guess_number import GuessNumberSource
 from trainers.cli_train import config_from_args
 from trainers.grpo.config import ConfigError, GRPOConfig
 
@@ -321,10 +322,33 @@ def test_cli_exits_2_with_one_line_before_importing_torch(argv, message, tmp_pat
     assert not (tmp_path / "runs").exists()
 
 
-@pytest.mark.parametrize("env_id", ["llm/GuessNumber-v0", "llm/Calculator-v0"])
-def test_sft_warm_start_on_a_multi_turn_env_is_a_config_error(env_id):
+class NoGoldGuessNumber(GuessNumberSource):
+    """A multi-turn env with neither reference answers nor a gold scripted case."""
+
+    def scripted_cases(self):
+        return []
+
+
+def test_sft_warm_start_on_a_multi_turn_env_without_a_gold_case_is_a_config_error():
+    from llm_gym.registration import register_env
     from trainers.grpo.config import ConfigError, GRPOConfig
 
-    with pytest.raises(ConfigError, match=r"no reference answers for the SFT warm start.*--no-sft"):
+    register_env("test/NoGoldGuessNumber-v0", "tests.test_config_errors:NoGoldGuessNumber")
+    env_id = "test/NoGoldGuessNumber-v0"
+    assert GRPOConfig(env="llm/GuessNumber-v0", sft_steps=0).sft_source() == "none"
+    with pytest.raises(ConfigError, match=r"no reference answers for the SFT warm start.*"
+                                          r"no gold scripted case.*--no-sft"):
         GRPOConfig(env=env_id).validate()
     GRPOConfig(env=env_id, sft_steps=0).validate()  # RL only is fine
+
+
+@pytest.mark.parametrize("env_id", ["llm/GuessNumber-v0", "llm/Calculator-v0"])
+def test_sft_warm_start_on_a_multi_turn_env_with_a_gold_case_validates(env_id):
+    import llm_gym
+    from trainers.grpo.config import SFT_GOLD, GRPOConfig, first_gold_case
+
+    if first_gold_case(llm_gym.make(env_id, split="train").unwrapped.source) is None:
+        pytest.skip(f"{env_id} declares no gold scripted case (yet)")
+    cfg = GRPOConfig(env=env_id)
+    cfg.validate()  # the default run, SFT on: gold scripted episodes are its examples
+    assert cfg.sft_source() == SFT_GOLD

@@ -3,7 +3,10 @@
 `train` builds a `GRPOConfig` from defaults, then `--config FILE.yaml|json`, then flags (each
 `GRPOConfig` field is a flag: `group_size` -> `--group-size`; booleans also have `--no-...`), and
 runs `trainers.grpo.train`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
-`runs/<name>/summary.json`. `plot RUN_DIR` writes `RUN_DIR/train_curve.png` (or `--out`).
+`runs/<name>/summary.json`. Before training it prints one line, `SFT source: ...`, saying what the
+SFT warm start learns from: the env's reference responses (single-turn envs), gold scripted
+episodes (multi-turn envs whose source declares a gold `ScriptedCase`), or none (`--no-sft`).
+`plot RUN_DIR` writes `RUN_DIR/train_curve.png` (or `--out`).
 Every configuration error -- a bad flag or flag value, an unreadable or malformed config file, a
 value `GRPOConfig.validate` refuses (which also builds the env once) -- prints one line
 `llm-gym train: ...` saying what to change and exits with status 2, before torch is imported.
@@ -21,7 +24,15 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.grpo.config import ConfigError, GRPOConfig, field_docs, load_config_file
+from trainers.grpo.config import (
+    SFT_NONE,
+    SFT_REFERENCE,
+    ConfigError,
+    GRPOConfig,
+    field_docs,
+    gold_case_summary,
+    load_config_file,
+)
 
 _JSON_FIELDS = {"env_kwargs"}
 _OPTIONAL_TYPES = {"max_turns": int, "run_name": str, "advantage_scale": str,
@@ -103,12 +114,40 @@ def _config_error(exc: Exception) -> int:
     return 2
 
 
+def sft_choice(cfg: GRPOConfig) -> str:
+    """One line saying what the SFT warm start learns from (`GRPOConfig.sft_source`): the env's
+    reference responses, gold scripted episodes (naming the case, and warning when its turns are
+    longer than `max_tokens` lets the policy sample), or none."""
+    kind = cfg.sft_source()
+    if kind == SFT_NONE:
+        return "SFT source: none (sft_steps=0: RL only)"
+    resume = " (skipped when --resume continues from a checkpoint)" if cfg.resume else ""
+    if kind == SFT_REFERENCE:
+        return f"SFT source: reference responses (the env's train split){resume}"
+    line = "SFT source: gold scripted episodes"
+    try:
+        summary = gold_case_summary(cfg.env, cfg.env_kwargs, cfg.seed)
+    except Exception as exc:  # noqa: BLE001 - the warm start itself reports a broken case
+        summary = None
+        line += f" (the gold case did not play: {type(exc).__name__}: {exc})"
+    if summary is not None:
+        name, longest = summary
+        line += f" (case {name!r}, played token-exact on train tasks)"
+        if longest > cfg.max_tokens:
+            line += (f"; note: its turns run to {longest} tokens but max_tokens={cfg.max_tokens}, "
+                     f"so the policy cannot say them whole: pass --max-tokens {longest} or more")
+    return line + resume
+
+
 def train_main(argv: Sequence[str]) -> int:
     try:
         cfg = config_from_args(argv)
         cfg.validate()
+        choice = sft_choice(cfg)
     except ConfigError as exc:
         return _config_error(exc)
+    if os.environ.get("RANK", "0") == "0":
+        print(choice, flush=True)
     from trainers.grpo.trainer import train
 
     try:

@@ -9,6 +9,17 @@ leaves RL the most headroom, while below ~25% GRPO barely moves. So `sft_warm_st
 accuracy every `eval_every` steps (greedy sampling on held-out problems through `HFSampler`, or
 any `eval_fn` you give it) and stops as soon as it enters `target_band`.
 
+Multi-turn envs (games, tool use) have no reference response, but an env can declare gold
+`llm_gym.scripted.ScriptedCase`s (an oracle policy that scores the maximum). For those the examples
+are *gold episodes*: the source's first gold case is played on train-split tasks through the seed
+API, exactly as `llm_gym.scripted.run_scripted_case` plays it (each reply encoded as the renderer
+would have sampled it, end of turn included), and each `Trajectory` becomes supervised examples
+through the RL data path (`llm_gym.rl.data_processing.trajectory_to_data`): the same tokens the
+policy would have sampled, with loss weight 1 on exactly the sampled (action) tokens and 0 on the
+observation tokens; an episode whose observations keep the prefix property is one example.
+`sft_examples_from_gold` builds them; `sft_warm_start(env_id=...)` picks this source by itself when
+the env's episodes have no `get_reference_response` but its source has a gold case.
+
 Two ways in: `sft_warm_start(model, renderer, conversations, ...)` with your own examples, or
 `sft_warm_start(model, env_id="llm/Math-v0", env_kwargs={...})`, which draws training examples from
 the env's train split and measures accuracy on a *validation* slice of that split: a fixed set of
@@ -29,14 +40,22 @@ import torch
 
 from llm_gym.env_source import EnvSource
 from llm_gym.renderers import Message, Renderer, get_renderer
+from llm_gym.rl.data_processing import trajectory_to_data
 from llm_gym.rl.rollouts import RolloutLimits, do_single_rollout
+from llm_gym.rl.types import Trajectory, release_env
+from llm_gym.scripted import ScriptedCase, aplay_scripted_episode
+from trainers.grpo.config import SFT_NONE, SFT_REFERENCE, first_gold_case, sft_source_kind
 from trainers._trl_compat import pad, selective_log_softmax
 
 __all__ = [
     "SFTResult",
     "collate_supervised",
     "make_accuracy_eval",
+    "gold_task_keys",
+    "play_gold_episode",
+    "sft_examples_from_gold",
     "sft_examples_from_source",
+    "supervised_examples_from_trajectory",
     "sft_loss",
     "sft_warm_start",
     "source_for_env",
@@ -60,6 +79,15 @@ class SFTResult:
     eval_history: list[tuple[int, float]] = field(default_factory=list)  # (step, accuracy)
     num_examples: int = 0
     seconds: float = 0.0
+    # What the examples came from: "reference responses", "gold scripted episodes" (then
+    # `gold_case` names the case) or "examples" (given by the caller).
+    example_source: str = "examples"
+    gold_case: str | None = None
+    # Gold episodes only: how many training episodes equal a validation task's gold episode
+    # (non-zero only when the train split is too small to hold the validation tasks out), and the
+    # longest action in them, in tokens (a `max_tokens` below it cannot sample the gold replies).
+    validation_overlap: int = 0
+    longest_action_tokens: int = 0
 
 
 # --- examples ------------------------------------------------------------------------------------
@@ -126,6 +154,126 @@ def sft_examples_from_source(
     return conversations
 
 
+# --- examples from gold scripted episodes (multi-turn envs) --------------------------------------
+# Gold episodes per warm start when `num_examples` is not given: a tiny model sees each one many
+# times over `max_steps` steps anyway, and playing them (tool calls, game solvers) costs far more
+# than drawing a reference answer.
+DEFAULT_GOLD_EPISODES = 512
+
+
+async def play_gold_episode(
+    source: EnvSource, case: ScriptedCase, env: Any, *, check: bool = True
+) -> Trajectory:
+    """Play `case` on `env` (one of `source`'s episodes) and return the whole `Trajectory`, as
+    `llm_gym.scripted.arun_scripted_case` plays it; the env is released afterwards. With `check`,
+    a return outside the case's `[low, high]` raises ValueError: a gold case that misses its own
+    promise must not become training data."""
+    trajectory, _replies = await aplay_scripted_episode(source, case, env)
+    ret = float(sum(t.reward for t in trajectory.transitions))
+    if check and not case.low - 1e-6 <= ret <= case.high + 1e-6:
+        raise ValueError(
+            f"{type(source).__name__}: gold case {case.name!r} scored {ret} on a {source.split} task, "
+            f"outside its promised [{case.low}, {case.high}]; fix the case (`llm-gym check` runs it)"
+        )
+    return trajectory
+
+
+def supervised_examples_from_trajectory(trajectory: Trajectory) -> list[SupervisedExample]:
+    """`(tokens, weights)` examples of an episode, assembled as RL assembles its training data
+    (`trajectory_to_data`): one example per run of observations that extend each other (the whole
+    episode, for envs with the prefix property), weight 1 on the sampled (action) tokens and 0 on
+    observation tokens (and on turns an env masked as parse errors)."""
+    out: list[SupervisedExample] = []
+    for datum in trajectory_to_data(trajectory, 1.0):
+        targets = datum.loss_fn_inputs["target_tokens"]
+        tokens = datum.model_input.to_ints() + [int(targets[-1])]
+        weights = [0.0] + [float(m) for m in datum.loss_fn_inputs["mask"]]
+        out.append((tokens, weights))
+    return out
+
+
+def _gold_key(examples: Sequence[SupervisedExample]) -> tuple:
+    """A task's identity for gold episodes: the tokens of its whole gold episode (multi-turn
+    envs often show the same first observation for every task: the secret is hidden)."""
+    return tuple(tuple(tokens) for tokens, _ in examples)
+
+
+def gold_task_keys(source: EnvSource, n: int, seed: int, case: ScriptedCase | None = None) -> set[tuple]:
+    """The gold-episode keys of the tasks `make_accuracy_eval(source, num_problems=n, seed=seed)`
+    evaluates on (`case` defaults to `first_gold_case(source)`)."""
+    case = case or _require_gold_case(source)
+    rng = np.random.default_rng(seed)
+    envs = [source.make_env(rng) for _ in range(n)]
+
+    async def play_all():
+        return [await play_gold_episode(source, case, env, check=False) for env in envs]
+
+    return {_gold_key(supervised_examples_from_trajectory(t)) for t in asyncio.run(play_all())}
+
+
+def _require_gold_case(source: EnvSource) -> ScriptedCase:
+    case = first_gold_case(source)
+    if case is None:
+        raise TypeError(f"{type(source).__name__} declares no gold scripted case to learn from")
+    return case
+
+
+def _gold_examples(
+    source: EnvSource, n: int, rng: np.random.Generator, case: ScriptedCase,
+    exclude: set[tuple] | None, max_redraws: int,
+) -> tuple[list[SupervisedExample], int]:
+    """(examples, how many episodes were kept although their key is in `exclude`)."""
+    examples: list[SupervisedExample] = []
+    overlap = 0
+    redraw = bool(exclude)
+
+    async def play_all() -> None:
+        nonlocal overlap, redraw
+        for _ in range(n):
+            redraws = 0
+            while True:
+                episode = supervised_examples_from_trajectory(
+                    await play_gold_episode(source, case, source.make_env(rng)))
+                held_out = not exclude or _gold_key(episode) not in exclude
+                if held_out or not redraw:
+                    break
+                redraws += 1
+                if redraws > max_redraws:
+                    # The split is too small to hold every validation task out (a guessing game
+                    # with a handful of secrets, say): stop redrawing, count the overlap instead.
+                    redraw = False
+                    break
+            overlap += not held_out
+            examples.extend(episode)
+
+    asyncio.run(play_all())
+    return examples, overlap
+
+
+def sft_examples_from_gold(
+    source: EnvSource,
+    n: int,
+    rng: np.random.Generator,
+    case: ScriptedCase | None = None,
+    exclude: set[tuple] | None = None,
+    max_redraws: int = 100,
+) -> list[SupervisedExample]:
+    """Supervised examples from `n` gold episodes on tasks drawn from `source` with `rng`.
+
+    `case` defaults to the source's first gold case (`first_gold_case`: the first that sets no
+    knobs of its own). Each episode is played with `play_gold_episode` (its return must be inside
+    the case's range) and turned into examples by `supervised_examples_from_trajectory`, so their
+    tokens are the episode's observation and action tokens, weighted 1 on exactly the actions.
+    Tasks whose gold episode is in `exclude` (`gold_task_keys` of a validation set) are redrawn;
+    after `max_redraws` redraws in a row the split is taken to be too small to hold them out and
+    exclusion stops (`sft_warm_start` reports the overlap as `SFTResult.validation_overlap`).
+    Same generator state, same examples.
+    """
+    examples, _ = _gold_examples(source, n, rng, case or _require_gold_case(source), exclude,
+                                 max_redraws)
+    return examples
+
+
 def supervised_examples(
     renderer: Renderer, conversations: Sequence[Sequence[Message]]
 ) -> list[SupervisedExample]:
@@ -167,6 +315,17 @@ def sft_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Te
 
 
 # --- validation ----------------------------------------------------------------------------------
+def episode_solved(trajectory: Trajectory, top_reward: float) -> float:
+    """1.0 when the episode counts as solved: its `correct` metric (the last turn reporting one)
+    is >= 1, or, where no turn reports it, its return reached `top_reward` (the env's max)."""
+    flags = [t.metrics["correct"] for t in trajectory.transitions if "correct" in t.metrics]
+    if flags:
+        return float(flags[-1] >= 1.0)
+    if not trajectory.transitions:
+        return 0.0
+    return float(sum(t.reward for t in trajectory.transitions) >= top_reward - 1e-9)
+
+
 def make_accuracy_eval(
     source: EnvSource,
     *,
@@ -178,21 +337,19 @@ def make_accuracy_eval(
 ) -> Callable[[torch.nn.Module], float]:
     """An `eval_fn(model) -> accuracy` on a fixed set of `num_problems` tasks from `source`
     (a held-out split, or train tasks kept out of training — see `task_keys`). All episodes run concurrently through one `HFSampler`, so the
-    model sees one batch. A problem counts as solved when its episode's last step reports
-    `metrics["correct"] == 1` (ProblemEnv), or, for envs without that metric, reaches the top of
-    the reward range. Greedy by default, so the same model always scores the same."""
+    model sees one batch; single- and multi-turn envs alike (each turn samples at most
+    `max_tokens`; episodes end as the env ends them, or after 32 turns). A problem counts as
+    solved when its episode reports `metrics["correct"] >= 1` (the last turn that reports the
+    metric: ProblemEnv, the tool envs), or, for envs without that metric (games), when the episode
+    return reaches the top of the source's reward range (the env's max). Every episode is released
+    afterwards (tool sandboxes). Greedy by default, so the same model always scores the same."""
     from trainers.sampler import HFSampler
 
     top_reward = float(source.reward_range[1])
     limits = RolloutLimits(max_tokens_per_turn=max_tokens, max_turns=32)
 
     def solved(traj) -> float:
-        if not traj.transitions:
-            return 0.0
-        last = traj.transitions[-1]
-        if "correct" in last.metrics:
-            return float(last.metrics["correct"] >= 1.0)
-        return float(sum(t.reward for t in traj.transitions) >= top_reward - 1e-9)
+        return episode_solved(traj, top_reward)
 
     def eval_fn(model: torch.nn.Module) -> float:
         stops = list(stop_token_ids) + [
@@ -206,9 +363,13 @@ def make_accuracy_eval(
         envs = [source.make_env(rng) for _ in range(num_problems)]
 
         async def run_all():
-            return await asyncio.gather(
-                *[do_single_rollout(sampler, env, limits=limits) for env in envs]
-            )
+            try:
+                return await asyncio.gather(
+                    *[do_single_rollout(sampler, env, limits=limits) for env in envs]
+                )
+            finally:
+                for env in envs:
+                    release_env(env)
 
         trajectories = asyncio.run(run_all())
         return float(np.mean([solved(t) for t in trajectories])) if trajectories else 0.0
@@ -248,9 +409,15 @@ def sft_warm_start(
         response (rendered with the renderer, or `get_renderer(None, tokenizer)`), or already
         built `(tokens, weights)` pairs;
       - `env_id` (+ `env_kwargs`, as for `llm_gym.make`): `num_examples` (default
-        `max_steps * batch_size`) conversations from the env's train split; unless `eval_fn` is
-        given, accuracy is measured greedily on `eval_problems` validation problems: train-split
-        tasks that are excluded from the SFT examples.
+        `max_steps * batch_size`) conversations from the env's train split, ending in the
+        reference response; or, for an env whose episodes have no `get_reference_response` but
+        whose source declares a gold `ScriptedCase` (multi-turn games and tool envs),
+        `num_examples` (default `min(max_steps * batch_size, DEFAULT_GOLD_EPISODES)`) gold
+        episodes, token-exact (`sft_examples_from_gold`). Unless `eval_fn` is given, accuracy is
+        measured greedily on `eval_problems` validation problems: train-split tasks that are
+        excluded from the SFT examples (`make_accuracy_eval`; for multi-turn envs "solved" is the
+        `correct` metric where the env reports one, else an episode return at the env's max).
+        `SFTResult.example_source` says which source was used.
 
     Early stopping: `eval_fn(model) -> accuracy` runs before training and every `eval_every`
     steps; training stops at the first check with accuracy >= the band's low end (a float target
@@ -270,23 +437,48 @@ def sft_warm_start(
     low, high = _band(target_band)
     rng = np.random.default_rng(seed)
     renderer: Renderer | None = None
+    example_source, gold_case, validation_overlap = "examples", None, 0
     if env_id is not None:
         if examples is not None:
             raise ValueError("pass either env_id or examples, not both")
         kwargs = dict(env_kwargs or {})
         train_source = source_for_env(env_id, "train", **kwargs)
         renderer = train_source.renderer
-        validation: set[tuple[str, ...]] = set()
-        if eval_fn is None and target_band is not None:
+        probe = train_source.make_env(np.random.default_rng(seed))  # the main rng stays untouched
+        kind = sft_source_kind(train_source, probe)
+        release_env(probe)
+        if kind == SFT_NONE:
+            raise TypeError(
+                f"{env_id!r} has no reference responses for SFT (its episodes are "
+                f"{type(probe).__name__}, not single-turn ProblemEnvs) and its source declares no "
+                "gold scripted case; pass your own examples to sft_warm_start(model, renderer, "
+                "examples)"
+            )
+        example_source = kind
+        validate = eval_fn is None and target_band is not None
+        if validate:
             # Validation = a fixed slice of the *train* split, held out of the SFT examples; the
             # test split is left for the evaluations the caller reports.
             eval_fn = make_accuracy_eval(
                 train_source, num_problems=eval_problems, max_tokens=eval_max_tokens, seed=seed + 1
             )
-            validation = task_keys(train_source, eval_problems, seed + 1)
-        examples = sft_examples_from_source(
-            train_source, num_examples or max(1, max_steps * batch_size), rng, exclude=validation
-        )
+        if kind == SFT_REFERENCE:
+            validation = task_keys(train_source, eval_problems, seed + 1) if validate else set()
+            examples = sft_examples_from_source(
+                train_source, num_examples or max(1, max_steps * batch_size), rng, exclude=validation
+            )
+        else:
+            case = first_gold_case(train_source)
+            gold_case = case.name
+            # A gold case with knobs of its own (a solver that needs a winning start, say) plays on
+            # the env made with them; its tasks are not the validation tasks', so none is excluded.
+            gold_source = (source_for_env(env_id, "train", **{**kwargs, **case.knobs})
+                           if case.knobs else train_source)
+            gold_keys = (gold_task_keys(train_source, eval_problems, seed + 1, case)
+                         if validate and not case.knobs else None)
+            n_episodes = num_examples or max(1, min(max_steps * batch_size, DEFAULT_GOLD_EPISODES))
+            examples, validation_overlap = _gold_examples(
+                gold_source, n_episodes, rng, case, gold_keys, max_redraws=100)
     if examples is None or len(examples) == 0:
         raise ValueError("sft_warm_start needs examples (or an env_id to draw them from)")
     data = _as_supervised(examples, renderer, tokenizer_or_renderer)
@@ -301,7 +493,9 @@ def sft_warm_start(
     was_training = model.training
     started = time.perf_counter()
     result = SFTResult(steps=0, stopped_reason="max_steps", accuracy=None, final_loss=None,
-                       num_examples=len(data))
+                       num_examples=len(data), example_source=example_source, gold_case=gold_case,
+                       validation_overlap=validation_overlap,
+                       longest_action_tokens=_longest_trained_run(data))
 
     def check(step: int) -> bool:
         """Run the validation check; True when training should stop."""
@@ -378,6 +572,18 @@ def sft_warm_start(
         model.zero_grad(set_to_none=True)
         model.train(was_training)
         result.seconds = time.perf_counter() - started
+
+
+def _longest_trained_run(data: Sequence[SupervisedExample]) -> int:
+    """The longest run of consecutive trained tokens in any example (one action, for gold
+    episodes; one reply, for reference responses)."""
+    best = 0
+    for _, weights in data:
+        run = 0
+        for w in weights:
+            run = run + 1 if w > 0 else 0
+            best = max(best, run)
+    return best
 
 
 def _band(target: tuple[float, float] | float | None) -> tuple[float | None, float | None]:

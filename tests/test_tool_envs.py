@@ -522,3 +522,101 @@ def test_a_groups_python_tool_calls_overlap_through_the_gym_group_builder():
     group = asyncio.run(go())
     assert [t.transitions[-1].metrics["tool_calls"] for t in group.trajectories_G] == [1.0] * 4
     assert peak >= 2, f"the group's tool runs never overlapped (peak {peak})"
+
+
+# --- scripted cases (what `llm-gym check` runs) ----------------------------------------------------
+from llm_gym.scripted import case_source, run_scripted_case  # noqa: E402
+from envs_catalog.tools.base import tool_call_text  # noqa: E402
+from envs_catalog.tools.python_tool import _problem as python_problem  # noqa: E402
+from envs_catalog.tools.calculator import _problem as calculator_problem  # noqa: E402
+
+ROLE_COLON = get_renderer("role_colon", TOK)
+REQUIRED_TOOL_CASES = {
+    "call the tool, then answer what it printed", "answer without a tool (require_tool on)",
+    "hedge", "two answers", "injection", "malformed tool call", "tool spam past max_tool_calls",
+    "the answer in a list of wrong ones", "empty answer",
+}
+
+
+@pytest.mark.parametrize("cls", [CalculatorSource, PythonToolSource])
+def test_scripted_cases_score_as_declared(cls):
+    cases = cls(renderer=RENDERER).scripted_cases()
+    names = {c.name for c in cases}
+    assert REQUIRED_TOOL_CASES <= names and len(names) == len(cases)
+    assert [c.name for c in cases if c.kind == "gold"][0] == "call the tool, then answer what it printed"
+    for case in cases:
+        if case.kind == "adversarial":  # no false credit: at most what a correct-but-unused
+            assert case.high <= 0.0  # tool or no answer gets
+        for renderer, split, seed in ((RENDERER, "train", 0), (ROLE_COLON, "test", 1)):
+            outcome = run_scripted_case(case_source(cls, case, renderer, split), case, seed)
+            assert outcome.ok, (case.name, split, seed, outcome.episode_return, outcome.replies)
+    gold = next(c for c in cases if c.kind == "gold")
+    assert gold.low == gold.high == pytest.approx(0.95)
+    spam = next(c for c in cases if c.name == "tool spam past max_tool_calls")
+    assert spam.high == pytest.approx(cls(renderer=RENDERER, **spam.knobs).reward_range[0])
+
+
+@pytest.mark.parametrize("cls", [CalculatorSource, PythonToolSource])
+def test_the_gold_agent_reads_the_task_not_the_prompt(cls):
+    """The gold call is kept on the env (`env.gold_call`, from the source's `draw_solved`), and the
+    tool's output is what the gold agent answers: the call must really solve the task."""
+    source = cls(renderer=RENDERER, **({"scale": 1} if cls is PythonToolSource else {}))
+    for seed in range(3):
+        env = source.make_env(np.random.default_rng(seed))
+        name, arguments = env.gold_call
+        assert name == ("calculator" if cls is CalculatorSource else "python")
+        assert env.question and env.answer is not None
+        # the same task as the old regex helpers read off the prompt
+        helper = calculator_gold if cls is CalculatorSource else python_gold
+        text = f"<|im_start|>user\n{env.question}<|im_end|>"
+        assert json.loads(re.search(r"\{.*\}", helper(text), re.DOTALL).group())["name"] == name
+        _, traj, total = run(source, seed, lambda text, env=env: (
+            last_tool_output(text).strip() if last_tool_output(text) is not None
+            else tool_call_text(*env.gold_call)))
+        assert total == pytest.approx(0.95), traj.transitions[-1].logs
+
+
+@pytest.mark.parametrize("digits", [1, 3, 6])
+def test_calculator_gold_expressions_evaluate_to_the_answer(digits):
+    for seed in range(300):
+        key, question, answer, expression = calculator_problem(np.random.default_rng(seed), digits)
+        assert calculate(expression) == answer, (key, expression)
+
+
+@pytest.mark.parametrize("scale,seeds", [(1, 60), (2, 60), (3, 15)])
+def test_python_gold_programs_print_the_answer(scale, seeds):
+    import contextlib
+    import io
+
+    kinds = set()
+    for seed in range(seeds):
+        key, question, answer, program = python_problem(np.random.default_rng(seed), scale)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(program, {})  # our own trusted program, on the host
+        assert out.getvalue() == f"{answer}\n", (key, program)
+        kinds.add(key.split(":")[0])
+    assert kinds <= {"primes", "div", "pow", "fib", "digits"} and len(kinds) >= 3
+    if seeds >= 60:
+        assert len(kinds) == 5
+
+
+def test_drawing_the_gold_call_leaves_the_tasks_unchanged():
+    """draw_task (question, answer) is draw_solved without the call, from the same draws."""
+    for cls in (CalculatorSource, PythonToolSource):
+        source = cls(renderer=RENDERER, split="test")
+        for seed in range(10):
+            q, a, call = source.draw_solved(np.random.default_rng(seed))
+            assert source.draw_task(np.random.default_rng(seed)) == (q, a) and call is not None
+
+
+def test_python_tool_keeps_working_across_resets_of_one_env():
+    """Releasing an episode closes its tool's sandbox: the next episode of the same env gets a
+    tool of its own (a tool shared by the source answered CLOSED_REPLY from the second reset)."""
+    env = gym.make("llm/PythonTool-v0")
+    for seed in range(3):
+        env.reset(seed=seed)
+        ob, *_ = env.step(np.array(act(call_text("python", code="print(6 * 7)"))))
+        text = TOK.decode(list(ob))
+        assert CLOSED_REPLY not in text and last_tool_output(text).strip() == "42", (seed, text[-200:])
+    env.close()

@@ -7,6 +7,12 @@ sandbox pool). Bad model output is never an exception: a reply over `max_chars` 
 no code (`no_code`: empty, or mentioning neither the entry point nor `return`, which no solution
 can avoid -- such replies skip the sandbox), a syntax error, an exception while loading, a
 timeout, or a run that produced no authenticated verdict all score 0 with their metric.
+
+`code_scripted_cases` is the scripted-case table HumanEval and PyFunc declare: the reference
+solution (whole, and its body alone) scores 1; the attacks of the harness tests (printing
+"PASSED", exiting early, an always-equal object, monkeypatched builtins and a fake checker,
+reading the tests off the sandbox, sleeping past the timeout), the stub unchanged, an empty
+reply and prose without code score 0.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from llm_gym.renderers.base import Renderer, get_text_content
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
 from llm_gym.sandbox import BACKENDS
+from llm_gym.scripted import ScriptedCase
 
 from .extract import extract_code
 from .harness import CodeTask, Verdict, grade, grade_sync
 
-__all__ = ["CODE_KNOB_DOCS", "CODE_KNOB_DEFAULTS", "CodeEnv", "check_code_knobs"]
+__all__ = ["ATTACKS", "CODE_KNOB_DOCS", "CODE_KNOB_DEFAULTS", "CodeEnv", "check_code_knobs",
+           "code_scripted_cases"]
 
 CODE_KNOB_DEFAULTS: dict[str, Any] = {
     "partial_credit": False,
@@ -77,12 +85,14 @@ class CodeEnv(ProblemEnv):
         knobs: dict[str, Any],
         prompt: ModelInput | None = None,
         task_id: str = "",
+        reference_body: str = "",
     ) -> None:
         super().__init__(renderer, format_coef=0.0, grader_timeout_s=None)
         self.question = question
         self.task = task
         self.task_id = task_id
         self.reference_response = reference_response
+        self.reference_body = reference_body  # the body that continues task.prompt ("" if unknown)
         self.knobs = knobs
         self._prompt = prompt
 
@@ -169,3 +179,93 @@ class CodeEnv(ProblemEnv):
             metrics=metrics,
             logs=logs,
         )
+
+
+# -- scripted cases ----------------------------------------------------------------------------------
+
+def _fence(code: str) -> str:
+    return f"```python\n{code.rstrip()}\n```"
+
+
+# The harness tests' attacks on the judge (tests/test_code_envs.py), for any entry point: `__f__`
+# is replaced by the task's. None may get credit.
+ATTACKS: dict[str, str] = {
+    "prints PASSED": "def __f__(*args, **kwargs):\n    print('PASSED')\n"
+    "    print('All tests passed')\n",
+    "sys.exit(0) at import": "import sys\nsys.exit(0)\ndef __f__(*args, **kwargs):\n    return None\n",
+    "os._exit(0) when called": "import os\ndef __f__(*args, **kwargs):\n    os._exit(0)\n",
+    "always-equal object": "class Any:\n    def __eq__(self, other):\n        return True\n"
+    "    def __ne__(self, other):\n        return False\n    __hash__ = object.__hash__\n"
+    "def __f__(*args, **kwargs):\n    return Any()\n",
+    "monkeypatched builtins and checker": "import builtins, sys\n"
+    "builtins.AssertionError = type('AssertionError', (Exception,), {})\n"
+    "builtins.all = lambda *a, **k: True\nbuiltins.isinstance = lambda *a: True\n"
+    "builtins.type = lambda *a: int\nsys.excepthook = lambda *a: None\n"
+    "def check(candidate):\n    pass\ndef candidate(*args, **kwargs):\n    return True\n"
+    "def __f__(*args, **kwargs):\n    return None\n",
+    # Looks where the tests would be -- the sandbox's working and temporary directories, the
+    # judge's (its parent's) command line, environment, cwd and open files -- and answers from
+    # any `candidate(args) == expected` it finds. (It stays off other processes: under the
+    # rlimit fallback the sandbox shares the host's /proc.)
+    "reads the tests": """import ast, os, re
+TABLE = {}
+judge = "/proc/%d/" % os.getppid()
+paths = [judge + "cmdline", judge + "environ"]
+for place in (os.getcwd(), os.environ.get("TMPDIR", "/tmp"), judge + "cwd", judge + "fd"):
+    try:
+        paths += [os.path.join(place, name) for name in sorted(os.listdir(place))[:200]]
+    except OSError:
+        pass
+for path in paths:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        continue
+    try:
+        blob = os.read(fd, 1 << 20).decode("utf-8", "replace")
+    except OSError:
+        blob = ""
+    finally:
+        os.close(fd)
+    for args, want in re.findall(r"candidate\\((.*?)\\) == (.+)", blob):
+        try:
+            TABLE[args.strip()] = ast.literal_eval(want.strip())
+        except Exception:
+            pass
+def __f__(*args, **kwargs):
+    return TABLE.get(", ".join(map(repr, args)))
+""",
+    "sleeps past the timeout": "import time\ndef __f__(*args, **kwargs):\n    time.sleep(30)\n"
+    "    return None\n",
+}
+
+PROSE = "I would go through the input step by step and build the result as described."
+
+
+def code_scripted_cases(slow_knobs: dict[str, Any],
+                        exit_knobs: dict[str, Any] | None = None) -> list[ScriptedCase]:
+    """The code envs' table (see the module docstring). Every adversarial case runs with
+    `partial_credit=False` (a reply may pass some tests, never all); "sleeps past the timeout"
+    also with `slow_knobs` (short clocks, so the case costs about a second, not a minute), and
+    "os._exit(0) when called" (a fresh worker per test) with `exit_knobs` (fewer tests, say)."""
+    strict = {"partial_credit": False}
+    extra = {"sleeps past the timeout": slow_knobs, "os._exit(0) when called": exit_knobs or {}}
+
+    def attack(code: str):
+        return lambda env, ob: _fence(code.replace("__f__", env.task.entry_point))
+
+    cases = [
+        ScriptedCase("reference solution", "gold", lambda env, ob: env.get_reference_response(),
+                     1.0, 1.0),
+        ScriptedCase("reference body only", "gold", lambda env, ob: _fence(env.reference_body),
+                     1.0, 1.0),
+        ScriptedCase("stub unchanged", "adversarial", lambda env, ob: _fence(env.task.prompt),
+                     0.0, 0.0, knobs=strict),
+        ScriptedCase("empty reply", "adversarial", lambda env, ob: "", 0.0, 0.0, knobs=strict),
+        ScriptedCase("prose without code", "adversarial", lambda env, ob: PROSE, 0.0, 0.0,
+                     knobs=strict),
+    ]
+    for name, code in ATTACKS.items():
+        knobs = {**strict, **extra.get(name, {})}
+        cases.append(ScriptedCase(name, "adversarial", attack(code), 0.0, 0.0, knobs=knobs))
+    return cases

@@ -40,8 +40,9 @@ from envs_catalog._common import check_choice, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer
+from llm_gym.scripted import ScriptedCase
 
-from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs
+from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs, code_scripted_cases
 from .harness import CodeTask, wrap_check
 
 __all__ = ["HumanEvalSource", "Problem", "load_problems"]
@@ -192,11 +193,20 @@ class HumanEvalSource(EnvSource):
             knobs=self.knobs,
             prompt=self._prompts.get(task_id),
             task_id=task_id,
+            reference_body=problem.canonical_solution,
         )
         if task_id not in self._prompts:
             self._prompts[task_id] = env.renderer.build_generation_prompt(env.conversation())
             env._prompt = self._prompts[task_id]
         return env
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the canonical solution as the reply the prompt style asks for, and its body
+        alone in a fence. Adversarial (no credit): the prompt unchanged, an empty reply, prose,
+        and the harness attacks (`env.ATTACKS`: printing PASSED, sys.exit/os._exit, an
+        always-equal object, monkeypatched builtins and a fake check, reading the tests, sleeping
+        past a 0.1 s per-test / 1 s total clock)."""
+        return code_scripted_cases({"test_timeout_s": 0.1, "timeout_s": 1.0})
 
     def make_env(self, rng: np.random.Generator) -> CodeEnv:
         return self.make_env_for(self.problems[int(rng.integers(len(self.problems)))].task_id)

@@ -33,8 +33,9 @@ import numpy as np
 from envs_catalog._common import check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
+from llm_gym.scripted import ScriptedCase
 
-from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs
+from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs, code_scripted_cases
 from .harness import CodeTask, encode_value
 
 __all__ = ["FAMILIES", "PyFuncSource", "PyFuncTask", "generate_task"]
@@ -588,4 +589,14 @@ class PyFuncSource(EnvSource):
     def make_env(self, rng: np.random.Generator) -> CodeEnv:
         task = self.draw_task(rng)
         return CodeEnv(self.renderer, question_text(task), task.code_task(),
-                       reference_response(task), knobs=self.knobs, task_id=task.key)
+                       reference_response(task), knobs=self.knobs, task_id=task.key,
+                       reference_body=task.reference_body())
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the reference solution (stub and body) and its body alone. Adversarial (no
+        credit): the stub unchanged, an empty reply, prose, and the harness attacks
+        (`env.ATTACKS`: printing PASSED, sys.exit/os._exit, an always-equal object,
+        monkeypatched builtins and a fake check, reading the tests, sleeping past a 0.1 s
+        per-test / 1 s total clock); the last two on 3 hidden tests, to keep them cheap."""
+        return code_scripted_cases({"test_timeout_s": 0.1, "timeout_s": 1.0, "num_tests": 3},
+                                   {"num_tests": 3})

@@ -17,8 +17,11 @@ from typing import Any
 import numpy as np
 
 from envs_catalog._common import check_int, split_of
-from envs_catalog.tools.base import COMMON_KNOBS, REWARD_MEANING, ToolTaskSource
+from envs_catalog.tools.base import (
+    COMMON_KNOBS, REWARD_MEANING, GoldCall, ToolTaskSource, scripted_tool_cases,
+)
 from llm_gym.env_source import EnvCard
+from llm_gym.scripted import ScriptedCase
 from llm_gym.tools import tool
 
 MAX_EXPRESSION_CHARS = 500
@@ -97,8 +100,9 @@ SYSTEM_PROMPT = (
 DEFAULTS: dict[str, Any] = {"digits": 3}
 
 
-def _problem(rng: np.random.Generator, digits: int) -> tuple[str, str, int]:
-    """(template key, question, answer) for one word problem with `digits`-digit numbers."""
+def _problem(rng: np.random.Generator, digits: int) -> tuple[str, str, int, str]:
+    """(template key, question, answer, the calculator expression that solves it) for one word
+    problem with `digits`-digit numbers."""
     lo, hi = 10 ** (digits - 1), 10 ** digits
     n = lambda: int(rng.integers(max(lo, 2), hi))  # noqa: E731
     kind = int(rng.integers(5))
@@ -107,23 +111,25 @@ def _problem(rng: np.random.Generator, digits: int) -> tuple[str, str, int]:
         c = int(rng.integers(1, a * b))
         q = (f"A warehouse holds {a} crates with {b} bottles in each crate. {c} bottles are shipped "
              "out. How many bottles are left in the warehouse?")
-        return f"crates:{a}:{b}:{c}", q, a * b - c
+        return f"crates:{a}:{b}:{c}", q, a * b - c, f"{a} * {b} - {c}"
     if kind == 1:
         k = n()
         total = k * n() + int(rng.integers(0, k))
         q = (f"A farmer packs {total} eggs into cartons that hold {k} eggs each. How many cartons "
              "can be filled completely?")
-        return f"eggs:{total}:{k}", q, total // k
+        return f"eggs:{total}:{k}", q, total // k, f"{total} // {k}"
     if kind == 2:
         s1, h1, s2, h2 = n(), int(rng.integers(2, 13)), n(), int(rng.integers(2, 13))
         q = (f"A train runs at {s1} km per hour for {h1} hours, then at {s2} km per hour for {h2} "
              "hours. How many kilometres does it travel in total?")
-        return f"train:{s1}:{h1}:{s2}:{h2}", q, s1 * h1 + s2 * h2
+        return f"train:{s1}:{h1}:{s2}:{h2}", q, s1 * h1 + s2 * h2, f"{s1} * {h1} + {s2} * {h2}"
     if kind == 3:
         a, b, c, d = n(), n(), n(), n()
-        return f"expr3:{a}:{b}:{c}:{d}", f"What is {a} × {b} + {c} × {d}?", a * b + c * d
+        return (f"expr3:{a}:{b}:{c}:{d}", f"What is {a} × {b} + {c} × {d}?", a * b + c * d,
+                f"{a} * {b} + {c} * {d}")
     a, b, c, d = n(), n(), n(), n()
-    return f"expr4:{a}:{b}:{c}:{d}", f"What is ({a} + {b}) × {c} − {d}?", (a + b) * c - d
+    return (f"expr4:{a}:{b}:{c}:{d}", f"What is ({a} + {b}) × {c} − {d}?", (a + b) * c - d,
+            f"({a} + {b}) * {c} - {d}")
 
 
 class CalculatorSource(ToolTaskSource):
@@ -166,9 +172,22 @@ class CalculatorSource(ToolTaskSource):
     def tools(self) -> list:
         return [calculator]
 
-    def draw_task(self, rng: np.random.Generator) -> tuple[str, int]:
+    def draw_solved(self, rng: np.random.Generator) -> tuple[str, int, GoldCall]:
+        """(question, answer, the calculator call that solves it)."""
         for _ in range(1000):
-            key, question, answer = _problem(rng, self.digits)
+            key, question, answer, expression = _problem(rng, self.digits)
             if split_of(f"calc:{key}") == self.split:
-                return question, answer
-        return question, answer  # pragma: no cover - a split holds ~10% or ~90% of problems
+                break
+        return question, answer, ("calculator", {"expression": expression})
+
+    def draw_task(self, rng: np.random.Generator) -> tuple[str, int]:
+        question, answer, _ = self.draw_solved(rng)
+        return question, answer
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """The family's table (`base.scripted_tool_cases`): gold calls the calculator with the
+        problem's expression and answers what it printed (1 - tool_call_cost), or answers
+        directly (1); adversarial: no tool under require_tool, a refused expression then the
+        answer, a hedge, two answers, the answer among wrong ones, a wrong number, an injection,
+        prose, an empty answer, a malformed call, tool spam past max_tool_calls."""
+        return scripted_tool_cases(self, ("calculator", {"expression": "1 +"}))

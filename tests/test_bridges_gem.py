@@ -106,3 +106,42 @@ def test_solving_scores_one_and_a_format_error_scores_gems_penalty():
     env.reset(seed=1)
     _, reward, terminated, _, info = env.step([0xFF, 10**9])
     assert reward == -0.1 and terminated and info["metrics"]["invalid_action"] == 1.0
+
+
+# --- cards: a played example episode -------------------------------------------------------------
+@pytest.mark.parametrize("env_id", list(GEM.entries))
+def test_every_card_has_a_played_example_and_documents_every_knob(env_id):
+    from llm_gym.cli_check import _card_problems, _resolve_target
+
+    source = gym.make(env_id).unwrapped.source  # construction resets nothing (slow ids too)
+    state = random.getstate(), np.random.get_state()[1].tobytes()
+    card = source.card
+    assert (random.getstate(), np.random.get_state()[1].tobytes()) == state  # drawn privately
+    roles = [m["role"] for m in card.example_episode]
+    assert roles[0] == "user" and roles[-1] == "assistant" and roles.count("assistant") == 2
+    assert all(m["content"].strip() and len(m["content"]) <= 800 for m in card.example_episode)
+    assert all("\\boxed{" in m["content"] for m in card.example_episode if m["role"] == "assistant")
+    assert _card_problems(env_id, source, _resolve_target(env_id)) == []
+
+
+@pytest.mark.parametrize("gem_id", sorted(__import__("llm_gym.bridges.gem", fromlist=["x"]).RECORDED_EXAMPLES))
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("LLM_GYM_ALL_BRIDGE_IDS"),
+                    reason="seconds to minutes of room generation; set LLM_GYM_ALL_BRIDGE_IDS=1")
+def test_recorded_examples_are_what_the_pinned_gem_plays(gem_id):
+    from llm_gym.bridges import gem as bridge
+
+    source = gym.make("gem/" + gem_id.removeprefix("game:")).unwrapped.source
+    recorded = bridge.RECORDED_EXAMPLES.pop(gem_id)
+    try:
+        assert source._example_episode() == recorded
+    finally:
+        bridge.RECORDED_EXAMPLES[gem_id] = recorded
+
+
+def test_the_example_moves_are_the_games_own_and_the_env_answers_them():
+    card = gym.make("gem/TowerofHanoi-v0-easy").unwrapped.source.card
+    first, move, answer, _ = card.example_episode
+    assert "Tower of Hanoi" in first["content"] and "\\boxed{A C}" in first["content"]
+    assert move["content"] in {f"\\boxed{{{a} {b}}}" for a in "ABC" for b in "ABC" if a != b}
+    assert answer["content"].startswith("At turn 1")

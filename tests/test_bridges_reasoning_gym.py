@@ -125,3 +125,42 @@ def test_card_is_built_from_the_dataset():
     card = bridge.dataset_card("gsm_symbolic")
     assert card.id == "rg/gsm_symbolic-v0" and not card.multi_turn and card.reward_range == (-0.1, 1.0)
     assert card.license == "Apache-2.0" and "gsm_symbolic" in card.description
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_card_has_an_example_of_the_dataset_and_its_reference_answer(env_id):
+    from llm_gym.bridges._example import clip
+    from llm_gym.cli_check import _card_problems, _resolve_target
+
+    source = gym.make(env_id).unwrapped.source
+    card = source.card
+    roles = [m["role"] for m in card.example_episode]
+    assert roles == ["system", "user", "assistant"]  # reasoning-gym's prompt, the item, its answer
+    assert all(m["content"].strip() and len(m["content"]) <= 800 for m in card.example_episode)
+    answered = [i for i in range(5) if str(source.entry(i).get("answer") or "").strip()]
+    entry = source.entry(answered[0] if answered else 4)
+    assert card.example_episode[1]["content"] == clip(entry["question"])
+    assert card.example_episode[2]["content"] == clip(f"<answer>{entry.get('answer') or ''}</answer>")
+    if entry.get("answer") is not None:  # the example's answer is one the dataset scores 1
+        assert source.dataset.score_answer(str(entry["answer"]), entry) == 1.0
+    assert _card_problems(env_id, source, _resolve_target(env_id)) == []
+
+
+def test_the_example_follows_the_answer_format_and_the_card_costs_nothing_twice():
+    raw = gym.make("rg/spell_backward-v0", answer_format="raw").unwrapped.source
+    assert [m["role"] for m in raw.card.example_episode] == ["user", "assistant"]
+    assert raw.card.example_episode[1]["content"] == raw.entry(0)["answer"]
+    assert raw.card is raw.card  # built once per source
+    assert raw.reward_range == (-0.1, 1.0)
+
+
+def test_items_do_not_depend_on_the_global_random_state():
+    """list_functions draws from the global `random` module: the bridge makes each item on a
+    private copy seeded from its index, so one seed is one task however the process got there."""
+    import random
+
+    env = gym.make("rg/list_functions-v0")
+    first = env.reset(seed=3)[1]["text"]
+    random.random()
+    assert env.reset(seed=3)[1]["text"] == first
+    assert env.unwrapped.source.entry(0) == env.unwrapped.source.entry(0)

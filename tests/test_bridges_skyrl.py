@@ -91,3 +91,21 @@ def test_dataset_is_required_and_splits_are_kept(dataset):
         _, info = test_env.reset(seed=seed)
         questions.add(info["text"].rsplit("What is", 1)[1][:8])
     assert questions == {" 5 + 5?<"}
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_card_has_an_example_played_on_the_first_row(env_id, dataset):
+    from llm_gym.cli_check import _card_problems, _resolve_target
+
+    source = gym.make(env_id, dataset=dataset).unwrapped.source
+    card = source.card
+    roles = [m["role"] for m in card.example_episode]
+    assert roles[:2] == ["system", "user"] and roles[-1] == "assistant"
+    assert card.example_episode[1]["content"] == "What is 3 + 4?"  # the split's first row
+    assert card.example_episode[-1]["content"] == ANSWER[env_id].format(7)  # its right answer
+    assert roles.count("assistant") == (2 if card.multi_turn else 1)
+    if card.multi_turn:  # a wrong answer first, and the env's real feedback on it
+        assert "tentative numeric answer" in card.example_episode[3]["content"]
+    target = _resolve_target(env_id)
+    target.kwargs["dataset"] = dataset
+    assert _card_problems(env_id, source, target) == []

@@ -176,3 +176,127 @@ def test_from_text_sends_textarenas_resent_history_once():
     text = TOK.decode(list(ob))
     assert text.count("You are Player 0 in Tic Tac Toe.") == 1
     assert text.count("placed their symbol (O) in cell 4") == 1
+
+
+# --- cards: a played example episode, every knob documented -------------------------------------
+def _example_ok(card, max_chars=800):
+    roles = [m["role"] for m in card.example_episode]
+    assert roles and roles[0] == "user" and roles[-1] == "assistant", roles
+    assert roles.count("assistant") >= 2 and card.multi_turn
+    assert all(m["content"].strip() and len(m["content"]) <= max_chars for m in card.example_episode)
+
+
+@pytest.mark.parametrize("env_id", IDS)
+def test_every_card_has_a_played_example_and_documents_every_knob(env_id):
+    from llm_gym.cli_check import _card_problems, _resolve_target
+
+    env = gym.make(env_id)
+    source = env.unwrapped.source
+    state = random.getstate(), np.random.get_state()[1].tobytes()
+    card = source.card
+    assert (random.getstate(), np.random.get_state()[1].tobytes()) == state  # the card draws privately
+    _example_ok(card)
+    assert {"players", "opponent", "agent_player", "variant", "game_kwargs"} <= set(card.difficulty_knobs)
+    assert _card_problems(env_id, source, _resolve_target(env_id)) == []
+    # The example is the game's own text: its first user turn is a real first observation.
+    game = TEXTARENA.entries[env_id]["game"]
+    assert card.example_episode[0]["content"].startswith("[GAME]"), game
+
+
+def test_the_example_is_reproducible_and_shows_the_system_prompt():
+    from llm_gym.bridges import _example
+
+    a = gym.make("textarena/TicTacToe-v0").unwrapped.source.card.example_episode
+    _example._EXAMPLES.clear()
+    b = gym.make("textarena/TicTacToe-v0").unwrapped.source.card.example_episode
+    assert a == b and "Tic Tac Toe" in a[0]["content"]
+    c = gym.make("textarena/TicTacToe-v0", system_prompt="Play well.").unwrapped.source.card
+    assert c.example_episode[0] == {"role": "system", "content": "Play well."}
+    assert c.example_episode[1:] == a
+
+
+def test_knobs_are_validated():
+    with pytest.raises(ValueError, match="players"):
+        gym.make("textarena/TicTacToe-v0", players=1)
+    with pytest.raises(ValueError, match="players"):
+        gym.make("textarena/2048-v0", players=2)
+    with pytest.raises(ValueError, match="agent_player"):
+        gym.make("textarena/2048-v0", agent_player=1)
+    with pytest.raises(ValueError, match="agent_player"):
+        gym.make("textarena/TicTacToe-v0", agent_player=True)
+    with pytest.raises(TypeError, match="game_kwargs"):
+        gym.make("textarena/TicTacToe-v0", game_kwargs=[1])
+    assert gym.make("textarena/2048-v0", agent_player=0).reset(seed=0)[1]["text"]
+
+
+def test_an_invalid_move_is_not_taken_for_a_legal_one():
+    """TextArena resets `made_invalid_move` before step returns: legality is read off
+    `error_count` (a warned invalid move), so the random opponent no longer plays the first
+    template it sees ('[<number>]') and forfeits before the agent moves."""
+    from llm_gym.bridges.textarena import _is_legal
+
+    game = ta.make("IteratedTwoThirdsAverage-v0-raw")
+    game.reset(num_players=2, seed=0)
+    assert not _is_legal(game, "[<number>]") and not _is_legal(game, "no move")
+    assert _is_legal(game, "[50]")
+    tic = ta.make("TicTacToe-v0-raw")
+    tic.reset(num_players=2, seed=0)
+    assert _is_legal(tic, "[4]") and not _is_legal(tic, "[9]")
+
+
+def test_the_agent_sees_its_prompt_even_when_the_opponent_ends_the_game_first():
+    from llm_gym.bridges.textarena import TextArenaGame
+
+    ended_early = 0
+    for seed in range(16):  # ColonelBlotto's random opponent rarely finds a legal allocation
+        game = TextArenaGame("ColonelBlotto-v0", players=2, agent_player=1)
+        obs, info = game.reset(seed=seed)
+        assert obs.startswith("[GAME] You are Commander Beta")  # seat 1: its own intro
+        if info["done_before_first_move"]:
+            ended_early += 1
+            _, reward, done, _, step_info = game.step("[A10 B5 C5]")  # the game is over: not played
+            assert done and reward == 1.0 and step_info["turns"] == 1
+    assert ended_early > 0
+
+
+def test_a_reward_that_is_not_a_number_is_an_invalid_move():
+    """Cryptarithm (textarena 0.7.4) passes set_invalid_move's arguments swapped: the 'reward' of
+    its final invalid move is the reason's text."""
+    env = gym.make("textarena/Cryptarithm-v0")
+    env.reset(seed=0)
+    for _ in range(3):
+        _, reward, terminated, _, info = env.step(say("[Z 1]"))
+        if terminated:
+            break
+    assert terminated and reward == -1.0
+    assert info["metrics"]["env/reward_not_a_number"] == 1.0
+
+
+def test_2048_seeds_reach_the_game_and_the_start_space_is_small():
+    """`llm-gym check` finds 2048's first boards in both splits: not a seeding bug. Each seed
+    deals its own board (two tiles, 2 or 4, on 16 cells: ~480 boards, 120 of them carrying 97%
+    of the probability), so 48 seeds a split share about 9.5 boards by chance; the games
+    diverge at the first spawned tile."""
+    boards = {}
+    for split in ("train", "test"):
+        env = gym.make("textarena/2048-v0", split=split)
+        boards[split] = [env.reset(seed=s)[1]["text"] for s in range(48)]
+    for split in boards:
+        assert len(set(boards[split])) >= 36  # ~42 expected: seeds reach the game
+    overlap = set(boards["train"]) & set(boards["test"])
+    assert 0 < len(overlap) <= 20  # the birthday overlap of a small start space, ~9.5 expected
+    # The same board from train and test seeds goes on differently: the seeds differ.
+    board = sorted(overlap)[0]
+    seeds = [next(s for s, b in enumerate(boards[split]) if b == board) for split in boards]
+    after = []
+    for split, seed in zip(boards, seeds):
+        env = gym.make("textarena/2048-v0", split=split)
+        env.reset(seed=seed)
+        seq = []
+        for move in ("[Left]", "[Up]", "[Right]", "[Down]") * 2:
+            ob, _, terminated, *_ = env.step(say(move))
+            seq.append(TOK.decode(list(ob))[-400:])
+            if terminated:
+                break
+        after.append(seq)
+    assert after[0] != after[1]

@@ -173,3 +173,54 @@ def test_close_ids_search_the_whole_registry():
             check_env_id("closetest/Ader-v0")
     finally:
         del gym.registry["closetest/Adder-v0"]
+
+
+def test_specs_with_requires_register_only_when_the_module_is_importable(tmp_path, monkeypatch):
+    dist = tmp_path / "llm_gym_requires_test-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: llm-gym-requires-test\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text("[llm_gym.envs]\nreq = tp_requires_for_tests:SPECS\n")
+    (tmp_path / "tp_requires_for_tests.py").write_text(
+        "SRC = 'tests._gym_sources:AddSource'\n"
+        "SPECS = [\n"
+        "    {'id': 'reqtest/Present-v0', 'source': SRC, 'requires': 'json', 'kwargs': {'high': 3}},\n"
+        "    {'id': 'reqtest/Missing-v0', 'source': SRC, 'requires': 'no_such_module_for_llm_gym'},\n"
+        "    {'id': 'reqtest/MissingParent-v0', 'source': SRC, 'requires': 'no_such_pkg_llm_gym.sub'},\n"
+        "    {'id': 'reqtest/Dotted-v0', 'source': SRC, 'requires': 'email.mime'},\n"
+        "    {'id': 'reqtest/BadType-v0', 'source': SRC, 'requires': 42},\n"
+        "    {'id': 'reqtest/Plain-v0', 'source': SRC},\n"
+        "]\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with warnings.catch_warnings(record=True) as record:
+            warnings.simplefilter("always")
+            ids = register_catalogs()
+        messages = [str(w.message) for w in record if "reqtest/" in str(w.message)]
+        # A missing module skips its spec quietly; only the malformed 'requires' warns.
+        assert len(messages) == 1 and "reqtest/BadType-v0" in messages[0] and "requires" in messages[0]
+        assert {"reqtest/Present-v0", "reqtest/Dotted-v0", "reqtest/Plain-v0"} <= set(ids)
+        for missing in ("reqtest/Missing-v0", "reqtest/MissingParent-v0", "reqtest/BadType-v0"):
+            assert missing not in ids and missing not in gym.registry
+        spec = gym.spec("reqtest/Present-v0")
+        assert spec.kwargs == {"source": "tests._gym_sources:AddSource", "high": 3}  # no 'requires'
+        assert gym.make("reqtest/Present-v0").unwrapped.source.high == 3
+    finally:
+        for env_id in [k for k in gym.registry if k.startswith("reqtest/")]:
+            del gym.registry[env_id]
+
+
+def test_register_spec_requires_is_optional_and_checked():
+    from llm_gym.registration import _register_spec
+
+    spec = {"id": "reqtest/Direct-v0", "source": "tests._gym_sources:AddSource"}
+    try:
+        assert _register_spec({**spec, "requires": "no_such_module_for_llm_gym"}, "test") is None
+        assert "reqtest/Direct-v0" not in gym.registry
+        for bad in ("", " json", ["json"]):
+            with pytest.raises(TypeError, match="requires"):
+                _register_spec({**spec, "requires": bad}, "test")
+        assert _register_spec({**spec, "requires": "json"}, "test") == "reqtest/Direct-v0"
+        assert "reqtest/Direct-v0" in gym.registry
+    finally:
+        gym.registry.pop("reqtest/Direct-v0", None)

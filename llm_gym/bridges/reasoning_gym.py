@@ -15,7 +15,8 @@ split="train" is the dataset made with seed 0 and split="test" with seed 2**31, 
 that draw item i from `Random(seed + i)` (nearly all) the two splits use disjoint generator seeds
 (datasets with small task spaces can still repeat a task across them). `size` items per split (a
 knob, default 10,000; smaller for datasets that draw every task in their constructor); `reset(seed)`
-picks one uniformly. Datasets are built once per process and configuration.
+picks one uniformly, made on a private, seeded copy of the global random state (list_functions
+draws from the global `random` module). Datasets are built once per process and configuration.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from typing import Any
 import numpy as np
 
 from llm_gym.bridges import REASONING_GYM
+from llm_gym.bridges._example import LazyCard, message
+from llm_gym.wrappers.from_text import _PrivateGlobalRNG
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading.bounded import acall_bounded
 from llm_gym.model_input import ModelInput
@@ -216,11 +219,11 @@ class ReasoningGymEnv(ProblemEnv):
 class ReasoningGymSource(EnvSource):
     """Items of one reasoning-gym dataset (`dataset`), with its config fields as knobs."""
 
-    card = EnvCard(
+    card = LazyCard(EnvCard(
         id="rg/<dataset>-v0", family="reasoning-gym", description="a reasoning-gym dataset",
         multi_turn=False, reward_range=(-0.1, 1.0), reward_meaning="score_answer",
         difficulty_knobs=dict(_BRIDGE_KNOBS), data_source="reasoning-gym", license="Apache-2.0",
-    )
+    ))
 
     def __init__(
         self,
@@ -272,9 +275,43 @@ class ReasoningGymSource(EnvSource):
         self.format_coef = float(format_coef)
         self.grader_timeout_s = grader_timeout_s
         self.dataset = _dataset(dataset, config, SPLIT_SEEDS[split], size)
+        self._dataset_key = json.dumps([dataset, config, SPLIT_SEEDS[split], size], sort_keys=True,
+                                       default=repr)
+
+    @property
+    def reward_range(self) -> tuple[float, float]:
+        return (-self.format_coef, 1.0)  # the card's, without building its example
+
+    # --- the card's example: the split's first item and its reference answer ---------------------
+    def _example_key(self) -> tuple:
+        return ("rg", self._dataset_key, self.answer_format, self.system_prompt)
+
+    def _example_episode(self) -> list[dict[str, str]]:
+        """Item 0 of this split's dataset (the first of items 0-4 with a non-empty reference
+        answer), answered with the reference response the gold scripted reply uses."""
+        env = None
+        for index in range(min(5, self.size)):
+            env = ReasoningGymEnv(
+                self.renderer, self.dataset, self.entry(index), answer_format=self.answer_format,
+                system_prompt=self.system_prompt, format_coef=self.format_coef,
+                grader_timeout_s=self.grader_timeout_s,
+            )
+            if env.get_reference_answer().strip():
+                break
+        assert env is not None
+        episode = [message("system", self.system_prompt)] if self.system_prompt else []
+        return episode + [message("user", env.get_question()),
+                          message("assistant", env.get_reference_response())]
+
+    def entry(self, index: int) -> dict:
+        """Item `index` of the split's dataset, made on a private copy of the global random state
+        seeded from the index: a few datasets (list_functions) draw from the global `random`
+        module, so the same item would otherwise differ from call to call."""
+        with _PrivateGlobalRNG(SPLIT_SEEDS[self.split] + index).active():
+            return self.dataset[index]
 
     def make_env(self, rng: np.random.Generator) -> ReasoningGymEnv:
-        entry = self.dataset[int(rng.integers(0, self.size))]
+        entry = self.entry(int(rng.integers(0, self.size)))
         return ReasoningGymEnv(
             self.renderer, self.dataset, entry, answer_format=self.answer_format,
             system_prompt=self.system_prompt, format_coef=self.format_coef,

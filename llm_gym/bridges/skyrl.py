@@ -21,13 +21,15 @@ from pathlib import Path
 from typing import Any
 
 from llm_gym.bridges import SKYRL
+from llm_gym.bridges._example import EXAMPLE_SEED, LazyCard, from_text_knobs, message
 from llm_gym.env_source import EnvCard
 from llm_gym.renderers import Renderer
-from llm_gym.wrappers.from_text import StringEnvSource
+from llm_gym.wrappers.from_text import StringEnvSource, _PrivateGlobalRNG
 
 __all__ = ["SkyRLEnv", "SkyRLSource", "load_rows", "skyrl_card"]
 
 REWARD_RANGES = {"aime": (-1.0, 1.0)}  # AIME scores a wrong answer -1; the others 0
+ANSWER_FORMATS = {"aime": "Answer: {}"}  # the card example's answer; the others "#### {}"
 _MAKE_DATA_HINT = (
     "SkyRL-gym ships no tasks: pass dataset=<path to a .jsonl of SkyRL rows with 'prompt' (chat "
     "messages) and 'reward_spec': {'ground_truth': ...}> (SkyRL's examples/gsm8k/gsm8k_dataset.py "
@@ -107,7 +109,7 @@ def skyrl_card(env_name: str) -> EnvCard:
         difficulty_knobs={
             "dataset": "path to a .jsonl / .json / .parquet of SkyRL rows (required)",
             "env_config": "SkyRL env_config dict (default {})",
-            "system_prompt": "a system message before the row's prompt (default None)",
+            **from_text_knobs(system_prompt="a system message before the row's prompt (default None)"),
         },
         data_source="the dataset you pass (SkyRL-gym ships none)",
         license=f"{SKYRL.license} (SkyRL-gym code); the dataset's own",
@@ -116,6 +118,8 @@ def skyrl_card(env_name: str) -> EnvCard:
 
 class SkyRLSource(StringEnvSource):
     """Episodes of one SkyRL-gym env (`env_name`) over the rows of `dataset`, through `FromText`."""
+
+    card = LazyCard(StringEnvSource.card)
 
     def __init__(self, *, renderer: Renderer, split: str = "train", env_name: str,
                  dataset: str | None = None, env_config: dict[str, Any] | None = None,
@@ -136,3 +140,33 @@ class SkyRLSource(StringEnvSource):
 
     def make_string_env(self) -> SkyRLEnv:
         return SkyRLEnv(self.env_name, self.rows, self.env_config)
+
+    # --- the card's example: the split's first row, answered (multi-turn: wrongly, then right) --
+    def _example_key(self) -> tuple:
+        first_row = json.dumps(self.rows[0], sort_keys=True, default=repr)  # the example's row
+        return ("skyrl", self.env_name, first_row, repr(self.env_config), self.system_prompt)
+
+    def _example_episode(self) -> list[dict[str, str]]:
+        env = SkyRLEnv(self.env_name, self.rows, self.env_config)  # not a pooled env
+        with _PrivateGlobalRNG(EXAMPLE_SEED).active():
+            first, _ = env.reset(seed=EXAMPLE_SEED)
+            truth = str((env.row or {}).get("reward_spec", {}).get("ground_truth", "")).strip()
+            answer = ANSWER_FORMATS.get(self.env_name, "#### {}")
+            replies = [answer.format(truth)]
+            if self.card_multi_turn:
+                replies.insert(0, answer.format("0" if truth != "0" else "1"))
+            episode = [message("system", self.system_prompt)] if self.system_prompt else []
+            episode += [message(m["role"], m.get("content") or "") for m in first
+                        if m.get("role") != "assistant"]
+            for i, reply in enumerate(replies):
+                episode.append(message("assistant", reply))
+                obs, _reward, done, _truncated, _info = env.step(reply)
+                if done or i == len(replies) - 1:
+                    break
+                episode += [message(m["role"], m.get("content") or "") for m in obs
+                            if m.get("role") != "assistant"]
+        return [m for m in episode if m["content"]]
+
+    @property
+    def card_multi_turn(self) -> bool:
+        return SKYRL.entries.get(f"skyrl/{self.env_name}", {}).get("turns") == "multi"

@@ -15,13 +15,18 @@ seat is drawn from the seed (`agent_player="random"`) or fixed (0 / 1). TextAren
 global `random` module, which `FromText` swaps for a private seeded copy on every call, so episodes
 are reproducible. Self-play: `TextArenaSelfPlay(game, seed, ...)` is an `EnvGroupBuilder` whose
 envs are both seats of the same games (they wait for each other's moves). Which games are
-registered, and why the others are not, is in `llm_gym.bridges` (`TEXTARENA`).
+registered, and why the others are not, is in `llm_gym.bridges` (`TEXTARENA`). A game the opponent
+ends before the agent's first move (it forfeits by invalid moves) still shows the agent its intro
+(`info["done_before_first_move"]`), and the agent's reply then only collects the final reward.
+The card's `example_episode` is the game's first two moves from a fixed seed (random legal moves),
+played when the card is first read (`llm_gym.bridges._example`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import math
 import random
 import re
 from typing import Any, Callable, Sequence
@@ -29,6 +34,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from llm_gym.bridges import TEXTARENA
+from llm_gym.bridges._example import EXAMPLE_SEED, LazyCard, from_text_knobs, play_example
 from llm_gym.env_source import EnvCard
 from llm_gym.renderers import Renderer
 from llm_gym.rl.types import Env, EnvGroupBuilder, Metrics, Trajectory
@@ -40,6 +46,7 @@ OPPONENTS = ("random", "optimal")
 _MOVE = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _ROLE_TAG = re.compile(r"\[(GAME|Player \d+)\]")
 _MAX_TRIALS = 32
+_EXAMPLE_TRIES = 6  # seeds tried for a card example that lasts two moves
 
 
 def _textarena():
@@ -60,15 +67,18 @@ def _shown_moves(messages: Sequence[tuple]) -> list[str]:
 
 
 def _is_legal(env: Any, move: str) -> bool:
-    """Whether `move` is accepted by a copy of the game (no invalid-move flag, no loss by it)."""
+    """Whether `move` is accepted by a copy of the game: no invalid-move warning (TextArena's
+    states count one in `error_count`, and reset `made_invalid_move` before `step` returns, so that
+    flag alone misses every invalid move but the losing one), no loss by it."""
     trial = copy.deepcopy(env)
     player = trial.state.current_player_id
+    errors_before = getattr(trial.state, "error_count", 0)
     try:
         trial.step(move)
     except Exception:
         return False
     state = trial.state
-    if getattr(state, "made_invalid_move", False):
+    if getattr(state, "made_invalid_move", False) or getattr(state, "error_count", 0) > errors_before:
         return False
     info = getattr(state, "game_info", {}).get(player, {})
     return not info.get("invalid_move", False)
@@ -76,10 +86,11 @@ def _is_legal(env: Any, move: str) -> bool:
 
 def _variants(move: str, rng: random.Random, n: int) -> list[str]:
     """`n` random fillings of a move template ("[play X]", "[attack M O]", "[pile quantity]"):
-    placeholder words (letters only; a leading lowercase keyword before capital placeholders is
-    kept) become small numbers, single capitals also letters with a digit ("A4")."""
+    placeholder words (letters only, or "<name>"; a leading lowercase keyword before capital
+    placeholders is kept) become small numbers, single capitals also letters with a digit ("A4")."""
     words = move[1:-1].split()
-    holes = [i for i, w in enumerate(words) if w.isalpha()]
+    holes = [i for i, w in enumerate(words)
+             if w.isalpha() or re.fullmatch(r"<[A-Za-z_ ]+>", w)]  # "X", "pile", "<number>"
     if holes and holes[0] == 0 and words[0].islower() and any(words[i].isupper() for i in holes):
         holes = holes[1:]  # "[attack M O]": keep the verb
     if not holes:
@@ -213,6 +224,7 @@ class TextArenaGame:
         self._seen: dict[int, list[tuple]] = {}
         self._turns = 0
         self._opponent_moves = self._opponent_fallbacks = 0
+        self._done_early = False
 
     def reset(self, seed: int | None = None) -> tuple[str, dict]:
         ta = _textarena()
@@ -227,7 +239,7 @@ class TextArenaGame:
         self._seen = {pid: [] for pid in range(self.players)}
         self._turns = self._opponent_moves = self._opponent_fallbacks = 0
         self.env.reset(num_players=self.players, seed=seed)
-        done = self._opponents_move()
+        done = self._done_early = self._opponents_move()
         return self._observation(), {"done_before_first_move": done}
 
     def _opponents_move(self) -> bool:
@@ -248,7 +260,13 @@ class TextArenaGame:
         raise RuntimeError(f"{self.game}: the opponent made 10,000 moves without the agent's turn")
 
     def _observation(self) -> str:
-        _pid, messages = self.env.get_observation()
+        queues = getattr(self.env.state, "observations", None)
+        if isinstance(queues, dict) and self.agent in queues:
+            # The agent's own queue: get_observation() pops the *current* player's, which is not
+            # the agent's when the opponent ended the game before the agent's first move.
+            messages, queues[self.agent] = list(queues[self.agent]), []
+        else:
+            _pid, messages = self.env.get_observation()
         self._seen.setdefault(self.agent, []).extend(messages)  # what the agent's seat was shown
         return _format(messages, self.env, skip_from=self.agent)
 
@@ -258,7 +276,10 @@ class TextArenaGame:
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict]:
         self._turns += 1
-        done, _ = self.env.step(action)
+        if self._done_early:  # the game ended before the agent's first move: nothing to play
+            done = True
+        else:
+            done, _ = self.env.step(action)
         if not done:
             done = self._opponents_move()
         if not done:
@@ -269,21 +290,48 @@ class TextArenaGame:
         info = {"invalid_move": float(bool(mine.get("invalid_move"))), "turns": self._turns}
         if self._opponent_moves:  # how often the random opponent found no legal move to play
             info["opponent_fallback_rate"] = self._opponent_fallbacks / self._opponent_moves
-        return "", float(rewards.get(self.agent, 0.0)), True, False, info
+        return "", _reward_of(rewards.get(self.agent, 0.0), info), True, False, info
+
+
+def _reward_of(value: Any, info: dict) -> float:
+    """TextArena's final reward as a float. Some games (Cryptarithm, Slitherlink in 0.7.4) pass
+    set_invalid_move's arguments in the wrong order, so the reward is the reason's text: that is
+    an invalid move ending the game, scored as TextArena's default for one, -1 (metric
+    `reward_not_a_number`)."""
+    try:
+        reward = float(value)
+    except (TypeError, ValueError):
+        reward = math.nan
+    if not math.isfinite(reward):
+        info["invalid_move"], info["reward_not_a_number"] = 1.0, 1.0
+        return -1.0
+    return reward
 
 
 def game_card(game: str, entry: dict[str, Any]) -> EnvCard:
+    """The card of `textarena/<game>` (`entry`: its spec kwargs); no example episode (the
+    source's lazy card plays one)."""
     players = entry.get("players", 1)
     opponents = "random" + (", optimal" if game in OPTIMAL_OPPONENTS else "")
     knobs = {
+        "players": f"seats the game is played with, fixed by the game: {players} "
+        + ("(the agent and a built-in opponent) " if players == 2 else "(the agent alone) ")
+        + f"(default {players})",
         "variant": "a TextArena variant suffix of the game, e.g. '-hard' (default '')",
         "game_kwargs": "keyword arguments for the TextArena game's constructor (default {})",
-        "system_prompt": "a system message before the game's intro (default None)",
     }
     if players == 2:
         knobs["opponent"] = f"the built-in opponent: {opponents} (default 'random')"
         knobs["agent_player"] = "the agent's seat, 0, 1 or 'random' (drawn from the seed) (default 'random')"
-    knobs["max_context_tokens"] = "end the game when the conversation would get longer (default 32768)"
+    else:
+        knobs["opponent"] = "the built-in opponent of two-player games; a single-player game has " \
+            "none, so only 'random' is accepted and it does nothing (default 'random')"
+        knobs["agent_player"] = "the agent's seat in two-player games; a single-player game has " \
+            "seat 0 only, so 0 or 'random' (default 'random')"
+    knobs.update(from_text_knobs(
+        invalid_action_reward="reward for a reply that never reaches the game (out-of-vocabulary "
+        "ids, invalid UTF-8, over max_action_chars) or that TextArena raised on (default -1.0)",
+    ))
     vs = "against a built-in opponent" if players == 2 else "single-player"
     return EnvCard(
         id=f"textarena/{game}",
@@ -306,19 +354,31 @@ def game_card(game: str, entry: dict[str, Any]) -> EnvCard:
 class TextArenaSource(StringEnvSource):
     """Episodes of one TextArena game (`game`, e.g. "TicTacToe-v0") through `FromText`."""
 
+    card = LazyCard(game_card("<Game>-v0", {"players": 2}))
+
     def __init__(self, *, renderer: Renderer, split: str = "train", game: str, players: int = 1,
                  opponent: str = "random", agent_player: int | str = "random", variant: str = "",
                  game_kwargs: dict[str, Any] | None = None, **options: Any) -> None:
-        entry = TEXTARENA.entries.get(f"textarena/{game}", {"players": players})
-        self.card = game_card(game, {**entry, "players": players})
+        entry = TEXTARENA.entries.get(f"textarena/{game}")
+        if isinstance(players, bool) or players not in (1, 2):
+            raise ValueError(f"players must be 1 or 2, got {players!r}")
+        if entry is not None and players != entry["players"]:
+            raise ValueError(f"players: {game} is a {entry['players']}-player game, got {players!r}")
+        self.card = game_card(game, {**(entry or {}), "players": players})
         if opponent not in OPPONENTS:
             raise ValueError(f"opponent must be one of {OPPONENTS}, got {opponent!r}")
         if opponent == "optimal" and game not in OPTIMAL_OPPONENTS:
             raise ValueError(
                 f"opponent='optimal' exists for {sorted(OPTIMAL_OPPONENTS)}, not {game!r}; use 'random'"
             )
-        if agent_player not in ("random", 0, 1):
+        if agent_player not in ("random", 0, 1) or isinstance(agent_player, bool):
             raise ValueError(f"agent_player must be 0, 1 or 'random', got {agent_player!r}")
+        if players == 1 and agent_player == 1:
+            raise ValueError(f"agent_player=1: {game} is a single-player game (seat 0 only)")
+        if not isinstance(variant, str):
+            raise TypeError(f"variant must be a str like '-hard', got {variant!r}")
+        if game_kwargs is not None and not isinstance(game_kwargs, dict):
+            raise TypeError(f"game_kwargs must be a dict, got {type(game_kwargs).__name__}")
         options.setdefault("reward_range", (-1.0, 1.0))
         self._game_args = dict(game=game, players=players, opponent=opponent,
                                agent_player=agent_player, variant=variant, game_kwargs=game_kwargs)
@@ -326,6 +386,39 @@ class TextArenaSource(StringEnvSource):
 
     def make_string_env(self) -> TextArenaGame:
         return TextArenaGame(**self._game_args)
+
+    # --- the card's example: the first two moves of a game from a fixed seed ---------------------
+    def _example_key(self) -> tuple:
+        import json
+
+        return ("textarena", json.dumps(self._game_args, sort_keys=True, default=repr),
+                self.system_prompt)
+
+    def _example_episode(self) -> list[dict[str, str]]:
+        """The first two moves of a game (random legal moves, as the test agent plays) from the
+        first of a few fixed seeds whose game lasts that long; for a game that one legal move
+        ends (ThreeCardMonte), a move the game rejects and then a legal one (TextArena lets a
+        player retry an invalid move); else the longest of these episodes."""
+        best: list[dict[str, str]] = []
+        attempts = [(seed, False) for seed in range(EXAMPLE_SEED, EXAMPLE_SEED + _EXAMPLE_TRIES)]
+        for seed, reject_first in attempts + [(EXAMPLE_SEED, True)]:
+            game = TextArenaGame(**self._game_args)  # not one of the source's pooled envs
+            rng = random.Random(seed)
+
+            def move(env: TextArenaGame, turn: int, reject_first: bool = reject_first) -> str:
+                if reject_first and turn == 0:
+                    return "[?]"
+                return random_move(env.env, env.shown_to_agent(), rng)
+
+            with _PrivateGlobalRNG(seed).active():
+                first, _ = game.reset(seed=seed)
+                episode = play_example(game, first, move, system_prompt=self.system_prompt)
+            replies = sum(m["role"] == "assistant" for m in episode)
+            if replies >= 2:
+                return episode
+            if replies > sum(m["role"] == "assistant" for m in best):
+                best = episode
+        return best
 
 
 # --- self-play --------------------------------------------------------------------------------

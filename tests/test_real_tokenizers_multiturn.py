@@ -59,7 +59,7 @@ def template_ids(tok, messages, **kwargs) -> list[int]:
 
 class GamePolicy(TokenCompleter):
     """Plays the catalog's games from the observation text: bisects GuessNumber, takes the first
-    free cell in TicTacToe, answers "5" elsewhere. `split=True` encodes each character on its own
+    free cell in TicTacToe, one stone from heap 1 in Nim, answers "5" elsewhere. `split=True` encodes each character on its own
     (a valid but non-canonical tokenization); `think` prefixes a reasoning block."""
 
     def __init__(self, renderer, *, split: bool = False, think: bool = False):
@@ -86,7 +86,9 @@ class GamePolicy(TokenCompleter):
                     self.hi = self.last - 1
             self.last = (self.lo + max(self.lo, self.hi)) // 2
             return f"My guess is {self.last}" if self.split else str(self.last)
-        return "5"
+        if re.search(r"\bheaps?\b", text, re.IGNORECASE):  # Nim: take one stone from heap 1
+            return "Move: 1 1" if self.split else "1 1"
+        return "My move: 5" if self.split else "5"  # several characters, so `split` differs
 
     def tokens(self, reply: str) -> list[int]:
         text = f"<think>\nI will reason briefly.\n</think>\n\n{reply}" if self.think else reply

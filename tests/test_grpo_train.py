@@ -204,3 +204,22 @@ def test_lora_and_bf16_paths_train(warm_model, tmp_path):
     state = torch.load(cfg.run_dir / "checkpoints" / "step_000002" / "model_state.pt")
     assert any("lora_A" in k for k in state)  # adapters were trained and saved
     assert (cfg.run_dir / "checkpoints" / "step_000002" / "model" / "adapter_config.json").is_file()
+
+
+def test_episode_metrics_are_logged_as_env_means():
+    """The env's episode-level metrics (last step) reach metrics.jsonl as `env/<key>` means, so a
+    run shows e.g. how often a tool env's policy called its tool; missing keys count 0."""
+    from llm_gym import ModelInput, TokensWithLogprobs
+    from llm_gym.rl import Trajectory, TrajectoryGroup, Transition
+    from trainers.grpo.trainer import MAX_ENV_METRICS, episode_metric_means
+
+    def traj(metrics):
+        step = Transition(ModelInput.from_ints([1]), TokensWithLogprobs([2], [0.0]), 0.0, True, metrics)
+        return Trajectory([step], ModelInput.empty())
+
+    group = TrajectoryGroup([traj({"tool_calls": 2.0, "used_tool": 1.0}), traj({"tool_calls": 0.0}),
+                             traj({"note": "text is skipped", "flag": True})], [0.0] * 3, [{}] * 3)
+    assert episode_metric_means([group]) == {"env/tool_calls": 2 / 3, "env/used_tool": 1 / 3}
+    many = TrajectoryGroup([traj({f"k{i:02d}": 1.0 for i in range(50)})], [0.0], [{}])
+    assert len(episode_metric_means([many])) == MAX_ENV_METRICS
+    assert episode_metric_means([]) == {}

@@ -133,6 +133,21 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     }
 
 
+MAX_ENV_METRICS = 32  # keys per step in metrics.jsonl; an env reporting more keeps the first, sorted
+
+
+def episode_metric_means(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
+    """Means over this rank's episodes of each numeric metric the env reported on an episode's last
+    step (its episode-level metrics: `tool_calls`, `used_tool`, `parse_error`, `stop/...`), logged as
+    `env/<key>`; an episode without the key counts as 0. Rank-local (keys may differ by rank)."""
+    finals = [t.transitions[-1].metrics for g in groups for t in g.trajectories_G if t.transitions]
+    if not finals:
+        return {}
+    keys = sorted({k for m in finals for k, v in m.items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)})[:MAX_ENV_METRICS]
+    return {f"env/{k}": float(sum(float(m.get(k, 0.0)) for m in finals) / len(finals)) for k in keys}
+
+
 # ------------------------------------------------------------------------------------------------
 # Data -> tensors
 # ------------------------------------------------------------------------------------------------
@@ -525,6 +540,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             groups = rollout_groups(builders, sampler, limits)
         t_sample = time.monotonic() - t0
         stats = group_stats(groups)
+        env_metrics = episode_metric_means(groups)
 
         # 2. advantages and datums
         if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
@@ -555,6 +571,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             "frac_mixed_groups": totals[5] / max(totals[6], 1),
             "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
             "sample_seconds": t_sample, "step_seconds": step_seconds,
+            **env_metrics,
         }
         done = step + 1
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:

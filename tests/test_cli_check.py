@@ -253,7 +253,7 @@ def test_the_exit_status_is_1_when_a_row_fails_and_json_has_the_schema(capsys):
         assert [c["name"] for c in result["checks"]] == ["card", "scripted"]
         for check in result["checks"]:
             assert set(check) == {"name", "status", "detail", "seconds", "data"}
-            assert check["seconds"] >= 0
+            assert isinstance(check["seconds"], float)  # reported, never judged
             assert check["status"] in ("pass", "fail", "skip") and check["detail"]
     assert [r["ok"] for r in report["results"]] == [False, True]
     assert report["results"][0]["checks"][1]["data"]["runs"] == 2 * 2 * 2

@@ -121,8 +121,9 @@ class GymEnvAdapter(Env):
     gives one, else `[eos_token_id]` of `env.unwrapped.tokenizer` when it has one, else `[]`.
     `step(tokens)` steps the Gymnasium env (the action as an int64 array) and returns a
     `StepResult` with `episode_done = terminated or truncated` and the numeric entries of
-    `info["metrics"]` as metrics. The Gymnasium env's sync `step` is used, so every wrapper
-    `gym.make` added (TimeLimit, order enforcing) applies.
+    `info["metrics"]` as metrics. An llm-gym `TextEnv` under only `gym.make`'s bookkeeping
+    wrappers is driven through its `areset`/`astep` (see `_async_text_env`); any other env or
+    wrapper chain through its sync `reset`/`step`, so every wrapper (a `TimeLimit`, a user's) applies.
     """
 
     def __init__(self, gym_env: gym.Env, seed: int | None, options: dict[str, Any] | None = None):
@@ -131,6 +132,7 @@ class GymEnvAdapter(Env):
         self.options = options
         self._stop: StopCondition = []
         self._released = False
+        self._text_env = _async_text_env(gym_env)  # the wrapper chain is fixed: look once
 
     def _check_live(self) -> None:
         if self._released:
@@ -152,7 +154,7 @@ class GymEnvAdapter(Env):
             # reject seeds of 2**32 and more; fold the dataset's 63-bit seeds to 32 bits for them
             # (llm-gym's TextEnv takes any int, so its episodes are unchanged).
             seed = fold_seed_32(seed)
-        text_env = _async_text_env(self.gym_env)
+        text_env = self._text_env
         if text_env is not None:
             obs, info = await text_env.areset(seed=seed, options=self.options)
             _mark_reset(self.gym_env)
@@ -168,7 +170,7 @@ class GymEnvAdapter(Env):
             gym_action: Any = np.asarray(action, dtype=np.int64)
         except OverflowError:  # ids beyond int64 are still model output: let the env judge them
             gym_action = list(action)
-        text_env = _async_text_env(self.gym_env)
+        text_env = self._text_env
         if text_env is not None:
             obs, reward, terminated, truncated, info = await text_env.astep(gym_action)
         else:

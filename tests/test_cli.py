@@ -99,3 +99,66 @@ def test_train_argparse_errors_are_one_line(capsys):
     assert cli.main(["train", "--steps", "2.5"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("llm-gym train: argument --steps")
+
+
+# --- defaults fitted to the env ------------------------------------------------------------------
+def _fitted(argv):
+    from trainers.cli_train import config_and_explicit
+    from trainers.grpo.config import fit_to_env
+
+    cfg, explicit = config_and_explicit(argv)
+    return cfg, fit_to_env(cfg, explicit)
+
+
+def test_the_default_run_keeps_its_tuned_defaults():
+    cfg, notes = _fitted([])
+    assert notes == [] and cfg.max_tokens == 8 and cfg.loss_reduction == "token_sum"
+
+
+def test_max_tokens_covers_the_envs_longest_reference_answer():
+    from llm_gym.scripted import reply_tokens
+    from trainers.grpo.config import reply_need
+
+    need, why, multi_turn = reply_need("llm/Countdown-v0", {})
+    assert need > 8 and "reference answers" in why and not multi_turn
+    cfg, notes = _fitted(["--env", "llm/Countdown-v0"])
+    assert need + 4 <= cfg.max_tokens <= need + 4 + 8 + need // 4
+    assert cfg.loss_reduction == "token_mean"
+    assert any(n.startswith(f"max_tokens={cfg.max_tokens} (") for n in notes)
+    # A reference answer measured directly fits in the fitted budget.
+    import llm_gym
+    env = llm_gym.make("llm/Countdown-v0", split="train")
+    env.reset(seed=3)
+    answer = env.unwrapped.current_env.get_reference_response()
+    assert len(reply_tokens(env.unwrapped.source.renderer, answer)) <= cfg.max_tokens
+    env.close()
+
+
+def test_fields_the_user_set_are_never_fitted(tmp_path):
+    cfg, notes = _fitted(["--env", "llm/Countdown-v0", "--max-tokens", "8",
+                          "--loss-reduction", "token_sum"])
+    assert notes == [] and cfg.max_tokens == 8 and cfg.loss_reduction == "token_sum"
+    config = tmp_path / "c.yaml"
+    config.write_text("env: llm/Countdown-v0\nmax_tokens: 40\n")
+    cfg, notes = _fitted(["--config", str(config)])
+    assert cfg.max_tokens == 40 and cfg.loss_reduction == "token_mean"  # only the unset one moved
+
+
+def test_multi_turn_envs_get_a_mean_reduction_and_gold_turn_budget():
+    cfg, notes = _fitted(["--env", "llm/GuessNumber-v0", "--no-sft"])
+    assert cfg.loss_reduction == "token_mean"
+    assert any("multi-turn" in n for n in notes)
+    cfg, notes = _fitted(["--env", "llm/Calculator-v0"])  # a ~97-token gold tool call
+    assert cfg.max_tokens >= 97 and any("gold episode" in n for n in notes)
+
+
+@pytest.mark.slow
+def test_train_prints_what_it_fitted(tmp_path, capsys):
+    assert cli.main(["train", "--env", "llm/Countdown-v0", "--no-sft", "--steps", "1",
+                     "--group-size", "2", "--groups-per-batch", "1", "--eval-problems", "1",
+                     "--output-dir", str(tmp_path), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.startswith("Defaults fitted to llm/Countdown-v0"))
+    assert "max_tokens=" in line and "loss_reduction=token_mean" in line
+    config = json.loads(next(tmp_path.glob("*/config.json")).read_text())
+    assert config["loss_reduction"] == "token_mean" and config["max_tokens"] > 8

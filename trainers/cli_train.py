@@ -2,7 +2,10 @@
 
 `train` builds a `GRPOConfig` from defaults, then `--config FILE.yaml|json`, then flags (each
 `GRPOConfig` field is a flag: `group_size` -> `--group-size`; booleans also have `--no-...`), and
-runs `trainers.grpo.train`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
+runs `trainers.grpo.train`. Fields the user did not set are first fitted to the env
+(`trainers.grpo.config.fit_to_env`: `max_tokens` covers the env's own longest answer,
+`loss_reduction` is `token_mean` where completions are long) and printed as
+`Defaults fitted to ...`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
 `runs/<name>/summary.json`. Before training it prints one line, `SFT source: ...`, saying what the
 SFT warm start learns from: the env's reference responses (single-turn envs), gold scripted
 episodes (multi-turn envs whose source declares a gold `ScriptedCase`), or none (`--no-sft`).
@@ -30,6 +33,7 @@ from trainers.grpo.config import (
     ConfigError,
     GRPOConfig,
     field_docs,
+    fit_to_env,
     gold_case_summary,
     load_config_file,
 )
@@ -98,12 +102,18 @@ def _json_dict(text: str) -> dict[str, Any]:
 def config_from_args(argv: Sequence[str]) -> GRPOConfig:
     """Defaults < --config file < flags. Raises `ConfigError` for a bad flag, file or value
     type (ranges and the env are `GRPOConfig.validate`'s)."""
+    return config_and_explicit(argv)[0]
+
+
+def config_and_explicit(argv: Sequence[str]) -> tuple[GRPOConfig, set[str]]:
+    """`config_from_args` and the set of fields the user set (in the file or as flags): the
+    others are defaults, which `train_main` fits to the env (`fit_to_env`)."""
     ns = vars(build_parser().parse_args(list(argv)))
     values: dict[str, Any] = {}
     if "config" in ns:
         values.update(load_config_file(ns.pop("config")))
     values.update(ns)
-    return GRPOConfig.from_dict(values)
+    return GRPOConfig.from_dict(values), set(values)
 
 
 def _config_error(exc: Exception) -> int:
@@ -141,12 +151,19 @@ def sft_choice(cfg: GRPOConfig) -> str:
 
 def train_main(argv: Sequence[str]) -> int:
     try:
-        cfg = config_from_args(argv)
+        cfg, explicit = config_and_explicit(argv)
         cfg.validate()
+        # A resumed run must see the config it was started with: fitting is deterministic given
+        # the env, so the same flags give the same fitted values, and --resume compares them.
+        fitted = fit_to_env(cfg, explicit)
+        cfg.validate(check_env=False)
         choice = sft_choice(cfg)
     except ConfigError as exc:
         return _config_error(exc)
     if os.environ.get("RANK", "0") == "0":
+        if fitted:
+            print(f"Defaults fitted to {cfg.env} (set the flag to override): " + "; ".join(fitted),
+                  flush=True)
         print(choice, flush=True)
     from trainers.grpo.trainer import train
 

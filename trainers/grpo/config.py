@@ -69,7 +69,8 @@ class GRPOConfig:
     groups_per_batch: int = 16
     """Problems per step; a step trains on `group_size * groups_per_batch` trajectories."""
     max_tokens: int = 8
-    """Most tokens sampled per turn."""
+    """Most tokens sampled per turn. Unset, `llm-gym train` fits it to the env: its longest own
+    answer (reference or gold turn) plus headroom (`fit_to_env`; 8 stays for 2-digit addition)."""
     temperature: float = 1.0
     """Sampling temperature for training rollouts (finite, > 0). The training forward divides
     logits by the same temperature, so importance ratios compare like with like."""
@@ -97,7 +98,8 @@ class GRPOConfig:
     loss: str = "importance_sampling"
     """Policy loss: `importance_sampling`, `ppo`, `cispo` or `dro` (see `trainers/grpo/losses.py`)."""
     loss_reduction: str = "token_sum"
-    """`token_sum` (Σ over tokens, Tinker), `seq_mean` (GRPO) or `token_mean` (DAPO)."""
+    """`token_sum` (Σ over tokens, Tinker), `seq_mean` (GRPO) or `token_mean` (DAPO). Unset,
+    `llm-gym train` uses `token_mean` for multi-turn envs and completions over 16 tokens."""
     advantage_scale: str | None = None
     """`none`, `group_std` or `batch_std`; None uses the loss's default (`compute_advantages`)."""
     clip_eps: float = 0.2
@@ -737,3 +739,86 @@ def field_docs() -> dict[str, str]:
                 and isinstance(nxt.value.value, str)):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
+
+
+# --- defaults fitted to the env (what `llm-gym train` does for fields the user did not set) ------
+# Tokens of headroom over the longest reply the env's own answers need: a policy that must say a
+# 40-token gold turn whole gets 40 + max(4, 25%), rounded up to a multiple of 8, never below the
+# default 8 (so 2-digit addition, whose answers are 4 tokens, keeps its tuned 8) and never above
+# 512 (a longer answer is cut there: the note says so).
+_MAX_TOKENS_CAP = 512
+# Completions longer than this make a `token_sum` loss (and its gradient before clipping) scale
+# with the batch's token count: ~1e3 on a multi-turn batch. `token_mean` keeps it O(1).
+_TOKEN_SUM_MAX_TOKENS = 16
+
+
+def fitted_max_tokens(need: int) -> int:
+    """The `max_tokens` default for an env whose longest needed reply is `need` tokens."""
+    if need <= 0:
+        return GRPOConfig.max_tokens
+    padded = math.ceil((need + max(4, math.ceil(need / 4))) / 8) * 8
+    return int(min(max(GRPOConfig.max_tokens, padded), _MAX_TOKENS_CAP))
+
+
+def reply_need(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
+               tasks: int = 16) -> tuple[int, str, bool] | None:
+    """(longest reply in tokens, where it comes from, multi-turn?) for the env's own answers:
+    the reference responses of `tasks` train-split tasks (single-turn envs), else the turns of
+    its first gold scripted episode; None when the env offers neither (then nothing is fitted).
+    Torch-free; builds the env with the same `gym.make` as training."""
+    import gymnasium as gym
+
+    from llm_gym.scripted import reply_tokens
+
+    env = gym.make(env_id.rpartition(":")[2], split="train", **env_kwargs)
+    try:
+        unwrapped = env.unwrapped
+        source = getattr(unwrapped, "source", None)
+        renderer = getattr(source, "renderer", None)
+        env.reset(seed=seed)
+        episode = getattr(unwrapped, "current_env", None)
+        multi_turn = bool(getattr(getattr(source, "card", None), "multi_turn", False))
+        if renderer is not None and sft_source_kind(source, episode) == SFT_REFERENCE:
+            longest = 0
+            for i in range(tasks):
+                env.reset(seed=seed + i)
+                reference = unwrapped.current_env.get_reference_response()
+                longest = max(longest, len(reply_tokens(renderer, reference)))
+            return longest, f"its reference answers run to {longest} tokens", multi_turn
+    finally:
+        env.close()
+    summary = gold_case_summary(env_id, env_kwargs, seed)
+    if summary is None:
+        return None
+    name, longest = summary
+    return longest, f"its gold episode's turns ({name!r}) run to {longest} tokens", multi_turn
+
+
+def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset()) -> list[str]:
+    """Fit the defaults of fields not in `explicit` (those the user set) to `cfg.env`, in place;
+    return one line per field changed, saying why. `max_tokens` covers the env's longest own
+    answer with headroom (`fitted_max_tokens`); `loss_reduction` becomes `token_mean` when
+    completions can be long (multi-turn, or `max_tokens` over 16), where `token_sum` would scale
+    the loss with the episode length. Everything else keeps its default."""
+    notes: list[str] = []
+    need = None
+    if "max_tokens" not in explicit or "loss_reduction" not in explicit:
+        try:
+            need = reply_need(cfg.env, cfg.env_kwargs, cfg.seed)
+        except Exception as exc:  # noqa: BLE001 - fitting is advice; validate() reports real errors
+            notes.append(f"defaults not fitted to {cfg.env} ({type(exc).__name__}: {exc})")
+    multi_turn = bool(need and need[2])
+    if need is not None and "max_tokens" not in explicit:
+        fitted = fitted_max_tokens(need[0])
+        if fitted != cfg.max_tokens:
+            cfg.max_tokens = fitted
+            cut = f", so longer answers are cut at {fitted}" if fitted < need[0] else ""
+            notes.append(f"max_tokens={fitted} ({need[1]}{cut}; the default is "
+                         f"{GRPOConfig.max_tokens})")
+    if "loss_reduction" not in explicit and cfg.loss_reduction == "token_sum" and (
+            multi_turn or cfg.max_tokens > _TOKEN_SUM_MAX_TOKENS):
+        cfg.loss_reduction = "token_mean"
+        why = "multi-turn episodes" if multi_turn else f"completions up to {cfg.max_tokens} tokens"
+        notes.append(f"loss_reduction=token_mean ({why}: a token_sum loss would grow with their "
+                     "length)")
+    return notes

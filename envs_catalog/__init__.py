@@ -19,22 +19,28 @@ from typing import Any
 _SPEC_MODULES = (
     "math.specs", "games.specs", "games.specs_words", "games.specs_board", "puzzles.specs",
     "puzzles.specs_logic", "text.specs", "multiagent.specs", "multiagent.specs_pairwise",
-    "code.specs", "code.specs_extra", "tools.specs", "tools.specs_extra",
+    "code.specs", "code.specs_extra", "tools.specs", "tools.specs_extra", "textworld.specs",
 )
 
 
-def _collect_specs() -> list[dict[str, Any]]:
-    specs: list[dict[str, Any]] = []
-    for name in _SPEC_MODULES:
-        for spec in importlib.import_module(f"{__name__}.{name}").SPECS:
-            spec = dict(spec)
-            required = spec.pop("requires", None)
-            if required is not None and importlib.util.find_spec(required) is None:
-                continue
-            specs.append(spec)
-    return specs
+def _all_specs() -> list[dict[str, Any]]:
+    return [dict(spec) for name in _SPEC_MODULES
+            for spec in importlib.import_module(f"{__name__}.{name}").SPECS]
 
 
-ENV_SPECS: list[dict[str, Any]] = _collect_specs()
+def _installed(specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for spec in specs:
+        spec = dict(spec)
+        required = spec.pop("requires", None)
+        if required is None or importlib.util.find_spec(required) is not None:
+            out.append(spec)
+    return out
 
-__all__ = ["ENV_SPECS"]
+
+# Every native spec, with its "requires" key (the generated catalog lists them all, so CATALOG.md is
+# the same whatever is installed), and the ones registered here (requirement met, key dropped).
+ALL_SPECS: list[dict[str, Any]] = _all_specs()
+ENV_SPECS: list[dict[str, Any]] = _installed(ALL_SPECS)
+
+__all__ = ["ALL_SPECS", "ENV_SPECS"]

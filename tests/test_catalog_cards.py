@@ -31,7 +31,7 @@ def test_committed_catalog_is_generated_from_the_cards():
     assert main(["--check"]) == 0
 
 
-FAMILIES = {"math", "puzzles", "games", "text", "multiagent", "code", "tools"}
+FAMILIES = {"math", "puzzles", "games", "text", "multiagent", "code", "tools", "textworld"}
 
 
 def test_specs_and_cards_agree():

@@ -5,22 +5,34 @@ bridges, a third-party package's `llm_gym.envs` entry point, or an id registered
 `llm_gym.register_env`):
 
 - `check_env`: Gymnasium's `check_env` on `env.unwrapped`, with zero warnings;
-- `determinism`: two fresh subprocesses hash, per seed, the `reset(seed=s)` observation and the
-  observations and rewards a fixed action sequence gets; they must agree, and differ across seeds;
+- `determinism`: two fresh subprocesses (different hash seeds) play, per seed, whole episodes
+  from `reset(seed=s)` on the Gymnasium face: a fixed reply sequence and each gold scripted case
+  (at most two); the observations, actions, rewards and end flags must agree, and differ across
+  seeds (a game that opens the same way for every seed shows its task in how it answers a real
+  player, so the first observation alone is never the test);
 - `fuzz`: random actions (in- and out-of-vocabulary ids, empty, very long): no exception, every
   reward and every episode return inside the source's `reward_range`;
 - `card`: every `EnvCard` field filled in, the id matching, documented knobs = constructor knobs,
   `reward_range` ordered, `example_episode` well-formed chat messages;
 - `scripted`: the source's `scripted_cases()` (`llm_gym.scripted.ScriptedCase`) score inside their
   declared ranges on several seeds, both splits and both built-in renderers (at least one gold case);
-- `split`: first observations of many seeds under split="train" and split="test" do not overlap;
+- `split`: the task key of seeds 0, 1, ... on split="train" and split="test" (48 seeds, up to
+  1,000 while a 3 s budget lasts): the source's `task_key(env)` when it declares one, else the
+  seed-API episode's whole readable state (its attributes, generators by their state) plus the
+  first observation. A key in both splits fails; a permutation test says how many a single pool
+  would have shared (from the repeats within each split, for the whole key or the one attribute
+  that carries the split), which is the row's evidence; a state the check cannot read (a
+  closure) is a "skip" that says so;
 - `context`: the longest observation of the fuzz episodes, in tokens, against the source's declared
   bound (a `max_context_tokens` attribute), reported either way;
 - `throughput`: random-policy episodes/s and steps/s (informational, never fails on speed).
 
-Exit status: 0 when no row failed ("skip" rows do not fail), 1 when one did, 2 for a usage error or
-an unknown id (one line, with "Did you mean"). `--json` prints `{"ok": bool, "results": [{"env_id",
-"ok", "seconds", "checks": [{"name", "status", "detail", "seconds", "data"}]}]}`. Torch-free.
+`--kwargs JSON` / `--kwarg KEY=VALUE` build the checked env with other knobs, tokenizer or
+renderer (every id is built with them before any check runs). Exit status: 0 when no row failed
+("skip" rows do not fail), 1 when one did, 2 for a usage error, an unknown id (one line, with "Did
+you mean") or kwargs the env refuses (one line). `--json` prints `{"ok": bool, "results":
+[{"env_id", "kwargs", "ok", "seconds", "checks": [{"name", "status", "detail", "seconds",
+"data"}]}]}`. Torch-free.
 """
 
 from __future__ import annotations
@@ -107,14 +119,20 @@ def _time_limit(seconds: float | None):
 class _Target:
     env_id: str
     source: str
-    kwargs: dict[str, Any]  # the registered kwargs (TextEnv options and knobs)
+    registered: dict[str, Any]  # the spec's kwargs (TextEnv options and knobs)
+    overrides: dict[str, Any] = field(default_factory=dict)  # --kwargs / --kwarg
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """What the checked env is built with: the spec's kwargs, then the user's."""
+        return {**self.registered, **self.overrides}
 
     @property
     def knobs(self) -> dict[str, Any]:
         return {k: v for k, v in self.kwargs.items() if k not in _TEXT_ENV_OPTIONS}
 
 
-def _resolve_target(env_id: str) -> _Target:
+def _resolve_target(env_id: str, overrides: dict[str, Any] | None = None) -> _Target:
     import gymnasium as gym
 
     import llm_gym  # noqa: F401 - registers the catalogs
@@ -141,7 +159,10 @@ def _resolve_target(env_id: str) -> _Target:
         )
     kwargs = dict(spec.kwargs)
     source = str(kwargs.pop("source"))
-    return _Target(env_id, source, kwargs)
+    overrides = dict(overrides or {})
+    if "source" in overrides:
+        raise _UnknownId("--kwargs cannot replace 'source' (check another id instead)")
+    return _Target(env_id, source, kwargs, overrides)
 
 
 def _make(target: _Target, **overrides: Any):
@@ -202,7 +223,8 @@ def _check_gym(target: _Target) -> CheckRow:
     import gymnasium as gym
     from gymnasium.utils.env_checker import check_env
 
-    env = gym.make(target.env_id)  # through the registry: check_env wants env.spec
+    # Through the registry (check_env wants env.spec), with the user's kwargs.
+    env = gym.make(target.env_id, **target.overrides)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -218,28 +240,70 @@ def _check_gym(target: _Target) -> CheckRow:
     return CheckRow("check_env", "pass", "gymnasium check_env: no warnings")
 
 
-def _episode_digest(env, seed: int, replies: Sequence[list[int]]) -> str:
+def _episode_digest(env, seed: int, policy: Callable[[Any, str], list[int]],
+                    max_turns: int) -> tuple[str, str]:
+    """(digest of the first observation, digest of the whole episode: every observation, reward
+    and end flag) of `policy(seed-API env, observation text) -> action tokens` from reset(seed)."""
     digest = hashlib.sha256()
     obs, info = env.reset(seed=seed)
-    digest.update(b"reset")
-    digest.update(json.dumps([int(t) for t in obs]).encode())
-    for action in replies:
+    first = hashlib.sha256(json.dumps([int(t) for t in obs]).encode()).hexdigest()[:16]
+    digest.update(b"reset" + first.encode())
+    decode = env.unwrapped.tokenizer.decode
+    for _ in range(max_turns):
+        action = policy(env.unwrapped.current_env, decode([int(t) for t in obs]))
         obs, reward, terminated, truncated, _ = env.step(action)
+        # The action too: a scripted player that reads a hidden task shows it in its moves.
+        digest.update(json.dumps([int(t) for t in action], separators=(",", ":")).encode())
         digest.update(json.dumps([int(t) for t in obs], separators=(",", ":")).encode())
         digest.update(repr((round(float(reward), 9), bool(terminated), bool(truncated))).encode())
         if terminated or truncated:
             break
-    return digest.hexdigest()[:16]
+    return first, digest.hexdigest()[:16]
 
 
-def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int]) -> dict[str, str]:
-    """{seed: digest} of a fixed action sequence per seed (run in each subprocess)."""
-    from llm_gym.scripted import reply_tokens
+def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
+    """Per seed, the digests of whole episodes (run in each subprocess): a fixed reply sequence,
+    then each gold scripted case (at most two) played on the Gymnasium face — a game that opens
+    the same way for every seed differs in how it answers a real player."""
+    from llm_gym.scripted import ScriptedCase, reply_tokens
     from llm_gym.text_env import TextEnv
 
     env = TextEnv(source, **kwargs)
-    replies = [reply_tokens(env.unwrapped.renderer, text) for text in _FIXED_REPLIES]
-    return {str(seed): _episode_digest(env, seed, replies) for seed in seeds}
+    renderer = env.unwrapped.renderer
+    fixed = [reply_tokens(renderer, text) for text in _FIXED_REPLIES]
+    plays: list[tuple[str, Any, Callable[[Any, str], list[int]], int]] = []
+    turn = iter(range(10**9))
+    plays.append(("fixed replies", env, lambda _e, _t: fixed[next(turn) % len(fixed)],
+                  len(fixed)))
+    try:
+        cases = [c for c in env.unwrapped.source.scripted_cases()
+                 if isinstance(c, ScriptedCase) and c.kind == "gold"][:2]
+    except Exception:  # the scripted row reports it
+        cases = []
+    for case in cases:
+        case_env = TextEnv(source, **{**kwargs, **case.knobs}) if case.knobs else env
+        r = case_env.unwrapped.renderer
+
+        def policy(seed_env, text, case=case, case_env=case_env, r=r):
+            return reply_tokens(r, case.reply(seed_env, text), case_env.unwrapped.stop_condition)
+
+        plays.append((f"gold case {case.name!r}", case_env, policy, case.max_turns))
+    out: dict[str, Any] = {"plays": [name for name, *_ in plays], "first": {}, "episodes": {}}
+    # One throwaway round first: a fresh process's first episode pays lazy imports (sympy for a
+    # symbolic grader), which a grader's time bound could count against the reply.
+    for seed in [*seeds[:1], *seeds]:
+        turn = iter(range(10**9))  # the fixed replies restart each episode
+        parts = []
+        for name, play_env, policy, max_turns in plays:
+            try:
+                first, whole = _episode_digest(play_env, seed, policy, max_turns)
+            except Exception as exc:  # reported by the scripted / fuzz rows; a digest here
+                first, whole = "", f"raised {type(exc).__name__}"
+            if name == "fixed replies":
+                out["first"][str(seed)] = first
+            parts.append(whole)
+        out["episodes"][str(seed)] = parts
+    return out
 
 
 def _digest_child() -> None:  # entry of the determinism subprocesses
@@ -250,47 +314,70 @@ def _digest_child() -> None:  # entry of the determinism subprocesses
 
 
 def _check_determinism(target: _Target, seeds: Sequence[int], timeout_s: float = 120.0) -> CheckRow:
-    payload = json.dumps({"source": target.source, "kwargs": target.kwargs, "seeds": list(seeds)})
+    try:
+        payload = json.dumps({"source": target.source, "kwargs": target.kwargs,
+                              "seeds": list(seeds)})
+    except TypeError as exc:  # a tokenizer object passed to check_env_id: no way to a child
+        return CheckRow("determinism", "skip", f"warning: cannot rebuild the env in a subprocess: "
+                        f"its kwargs are not JSON ({exc}); pass names (tokenizer='...')")
     code = "from llm_gym.cli_check import _digest_child; _digest_child()"
     env = dict(os.environ)
     # The child imports the source the way this process does (a test module, a checkout).
     env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
-    env.setdefault("PYTHONHASHSEED", "random")
     env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
+    # Two processes with different hash seeds: set iteration order must not leak into a task.
     procs = [subprocess.Popen([sys.executable, "-c", code, payload], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+                              stderr=subprocess.PIPE, text=True,
+                              env={**env, "PYTHONHASHSEED": str(hash_seed)})
+             for hash_seed in (1, 2)]
     results = []
-    for proc in procs:
-        try:
-            out, err = proc.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            for p in procs:
-                p.kill()
-            return CheckRow("determinism", "fail", f"a subprocess ran past {timeout_s:.0f} s")
-        if proc.returncode != 0:
-            lines = err.strip().splitlines() or ["(no output)"]
-            errors = [ln for ln in lines if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", ln)]
-            last = (errors or lines)[-1]
-            return CheckRow("determinism", "fail",
-                            f"the subprocess failed (exit {proc.returncode}): {last}")
-        results.append(json.loads(out.strip().splitlines()[-1]))
+    try:
+        for proc in procs:
+            try:
+                out, err = proc.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return CheckRow("determinism", "fail", f"a subprocess ran past {timeout_s:.0f} s")
+            if proc.returncode != 0:
+                lines = err.strip().splitlines() or ["(no output)"]
+                errors = [ln for ln in lines if re.match(r"[\w.]+(Error|Exception|Interrupt)\b", ln)]
+                last = (errors or lines)[-1]
+                return CheckRow("determinism", "fail",
+                                f"the subprocess failed (exit {proc.returncode}): {last}")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for proc in procs:  # no child outlives the check
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     first, second = results
-    differing = [s for s in first if first[s] != second.get(s)]
-    data = {"seeds": list(seeds), "digests": [first, second]}
-    if differing:
+    plays = first["plays"]
+    episodes_1, episodes_2 = first["episodes"], second["episodes"]
+    data = {"seeds": list(seeds), "plays": plays, "digests": [episodes_1, episodes_2]}
+    differing = [(s, plays[i]) for s in episodes_1 for i, (a, b) in
+                 enumerate(zip(episodes_1[s], episodes_2.get(s, []))) if a != b]
+    if differing or first["first"] != second["first"]:
+        seed, play = differing[0] if differing else (
+            next(s for s in first["first"] if first["first"][s] != second["first"].get(s)), "reset")
+        total = sum(len(v) for v in episodes_1.values())
         return CheckRow(
             "determinism", "fail",
-            f"reset(seed=s) + a fixed action sequence differ between two processes for seeds "
-            f"{differing[:5]}: draw all randomness from make_env's rng", data)
-    distinct = len(set(first.values()))
+            f"two processes disagree on {len(differing)} of {total} episodes, e.g. seed {seed} "
+            f"({play}): draw all randomness from make_env's rng", data)
+    distinct = len({json.dumps(v) for v in episodes_1.values()})
+    distinct_first = len(set(first["first"].values()))
+    data.update(distinct_episodes=distinct, distinct_first_observations=distinct_first)
     if distinct < 2:
         return CheckRow(
             "determinism", "fail",
-            f"all {len(first)} seeds gave the same episode (observations and rewards of a fixed "
-            "action sequence): the task does not depend on the seed", data)
+            f"all {len(episodes_1)} seeds gave the same episodes ({', '.join(plays)}): the task "
+            "does not depend on the seed", data)
+    how = (f"the first observation is the same for every seed, so whole episodes were compared "
+           f"({', '.join(plays)})" if distinct_first == 1 else
+           f"{distinct_first} distinct first observations; whole episodes compared "
+           f"({', '.join(plays)})")
     return CheckRow("determinism", "pass",
-                    f"{len(first)} seeds agree across 2 processes; {distinct} distinct episodes",
-                    data)
+                    f"{len(episodes_1)} seeds agree across 2 processes; {distinct} distinct "
+                    f"episodes; {how}", data)
 
 
 @dataclass
@@ -465,7 +552,8 @@ def _card_problems(env_id: str, source: Any, target: _Target) -> list[str]:
     # Knobs documented = knobs the constructor takes.
     cls = type(source)
     documented = set(knob_docs)
-    accepted = _constructor_knobs(cls, target.knobs)
+    accepted = _constructor_knobs(
+        cls, {k: v for k, v in target.registered.items() if k not in _TEXT_ENV_OPTIONS})
     undocumented = sorted(accepted - documented)
     if undocumented:
         problems.append(f"constructor knobs missing from card.difficulty_knobs: {undocumented}")
@@ -567,40 +655,237 @@ def _check_scripted(target: _Target, env, seeds: Sequence[int]) -> CheckRow:
                     f"{len(_RENDERERS)} renderers score as declared", data)
 
 
-def _check_split(target: _Target, n_seeds: int) -> CheckRow:
-    texts: dict[str, set[str]] = {}
-    for split in ("train", "test"):
-        env = _make(target, split=split)
-        try:
-            texts[split] = {env.reset(seed=s)[1]["text"] for s in range(n_seeds)}
-        except Exception as exc:
-            return CheckRow("split", "fail", f"reset on split={split!r} raised {_one_line(exc)}")
-        finally:
+def _derived(value: Any) -> bool:
+    """Objects every episode holds that say nothing about its task: the renderer, a tokenizer,
+    the prompt-keeping continuation, cached prompts (the first observation is keyed apart)."""
+    from llm_gym.model_input import ModelInput
+    from llm_gym.renderers.base import Renderer
+    from llm_gym.renderers.continuation import Continuation
+
+    if isinstance(value, (Renderer, Continuation, ModelInput)):
+        return True
+    return callable(getattr(value, "encode", None)) and callable(getattr(value, "decode", None))
+
+
+def _state_of(value: Any, opaque: list[str], path: str = "env", depth: int = 0,
+              stack: tuple[int, ...] = (), memo: dict[int, Any] | None = None) -> Any:
+    """A JSON-able, process-independent picture of an episode's state (sets sorted, generators by
+    their state, plain objects by their attributes, no addresses); what cannot be read (a
+    function, a C object) is named in `opaque`. `memo` maps the id of a large immutable container
+    (a word list every episode shares) to `(container, picture)`: read once per split."""
+    import dataclasses
+    import enum
+    import random as _random
+
+    import numpy as np
+
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, enum.Enum):
+        return f"{type(value).__name__}.{value.name}"
+    if isinstance(value, np.generic):
+        return _state_of(value.item(), opaque, path, depth, stack)
+    if isinstance(value, np.ndarray):
+        return [str(value.dtype), list(value.shape), value.ravel().tolist()]
+    if id(value) in stack:  # a cycle: the object is pictured where it was first met
+        return f"<{type(value).__name__}>"
+    if depth > 8:
+        opaque.append(f"{path} (nested deeper than 8)")
+        return f"<{type(value).__name__}>"
+    stack = (*stack, id(value))
+
+    def sub(v: Any, where: str) -> Any:
+        return _state_of(v, opaque, where, depth + 1, stack, memo)
+
+    if isinstance(value, (tuple, frozenset)) and memo is not None and len(value) > 32:
+        hit = memo.get(id(value))
+        if hit is not None and hit[0] is value:
+            return hit[1]
+        # Its digest stands for it: the picture of every episode that shares it stays small.
+        picture = "#" + _digest_of(_state_of(value, opaque, path, depth, stack[:-1], None))
+        memo[id(value)] = (value, picture)  # holding the container keeps its id unique
+        return picture
+    if isinstance(value, (list, tuple)):
+        return [sub(v, f"{path}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (set, frozenset)):
+        items = [sub(v, f"{path}{{}}") for v in value]
+        if all(isinstance(v, str) for v in items):
+            return sorted(items)
+        return sorted(items, key=json.dumps)
+    if isinstance(value, dict):
+        return sorted(([sub(k, path), sub(v, f"{path}[{k!r}]")] for k, v in value.items()),
+                      key=json.dumps)
+    if isinstance(value, _random.Random):
+        return ["Random", hashlib.sha256(repr(value.getstate()).encode()).hexdigest()]
+    if isinstance(value, np.random.Generator):
+        return ["Generator", sub(value.bit_generator.state, path)]
+    if _derived(value):
+        return f"<{type(value).__name__}>"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__, {f.name: sub(getattr(value, f.name, None), f"{path}.{f.name}")
+                                       for f in dataclasses.fields(value)}]
+    attrs = getattr(value, "__dict__", None)
+    slots = [n for k in type(value).__mro__ for n in k.__dict__.get("__slots__", ())
+             if isinstance(n, str) and not n.startswith("__")]
+    if attrs is None and slots and not callable(value):
+        attrs = {n: getattr(value, n, None) for n in slots}
+    if isinstance(attrs, dict) and not callable(value):
+        return [type(value).__name__, {str(k): sub(v, f"{path}.{k}") for k, v in attrs.items()}]
+    opaque.append(f"{path} ({type(value).__name__})")
+    return f"<{type(value).__name__}>"
+
+
+def _digest_of(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, separators=(",", ":")).encode()).hexdigest()[:16]
+
+
+def _declared_task_key(source: Any, env: Any) -> Any:
+    """A canonical task key the source declares (`source.task_key(env)`), else None."""
+    fn = getattr(source, "task_key", None)
+    return fn(env) if callable(fn) else None
+
+
+@dataclass
+class _SplitKeys:
+    tasks: list[str] = field(default_factory=list)  # per seed: episode state + first observation
+    parts: dict[str, list[str]] = field(default_factory=dict)  # per top-level attribute, per seed
+    first_obs: list[str] = field(default_factory=list)
+    opaque: set[str] = field(default_factory=set)
+    declared: bool = False
+
+
+def _add_split_key(keys: _SplitKeys, env, seed: int, memo: dict[int, Any]) -> None:
+    _, info = env.reset(seed=seed)
+    episode = env.unwrapped.current_env
+    keys.first_obs.append(info["text"])
+    declared = _declared_task_key(env.unwrapped.source, episode)
+    if declared is not None:
+        keys.declared = True
+        keys.tasks.append(_digest_of(_state_of(declared, [])))
+        return
+    opaque: list[str] = []
+    state = {k: _state_of(v, opaque, f"env.{k}", memo=memo)
+             for k, v in dict(getattr(episode, "__dict__", {})).items()}
+    keys.opaque.update(re.sub(r"\[[^\]]*\]", "[]", o) for o in opaque)
+    keys.tasks.append(_digest_of([state, info["text"]]))
+    for name, value in state.items():
+        keys.parts.setdefault(name, []).append(_digest_of(value))
+
+
+def _sample_split_keys(target: _Target, min_seeds: int, max_seeds: int, budget_s: float
+                       ) -> tuple[_SplitKeys, _SplitKeys]:
+    """Task keys of seeds 0, 1, ... on both splits, alternating, until `max_seeds` each or (past
+    `min_seeds`) `budget_s`: a cheap reset gets many seeds, so a small leak shows; a very slow
+    one (a generated game) stops at 8 seeds past ten budgets."""
+    envs = {}
+    try:
+        for split in ("train", "test"):
+            envs[split] = _make(target, split=split)
+        keys = {split: _SplitKeys() for split in envs}
+        memo: dict[int, Any] = {}
+        start = time.perf_counter()
+        for seed in range(max_seeds):
+            elapsed = time.perf_counter() - start
+            if (seed >= min_seeds and elapsed > budget_s) or (seed >= 8 and elapsed > 10 * budget_s):
+                break  # the row reports how many seeds it saw (a slow reset: a generated game)
+            for split, env in envs.items():
+                try:
+                    _add_split_key(keys[split], env, seed, memo)
+                except Exception as exc:
+                    raise RuntimeError(f"reset(seed={seed}) on split={split!r} raised "
+                                       f"{_one_line(exc)}") from exc
+    finally:
+        for env in envs.values():
             env.close()
-    train, test = texts["train"], texts["test"]
-    overlap = train & test
-    data = {"seeds": n_seeds, "train_distinct": len(train), "test_distinct": len(test),
-            "overlap": len(overlap)}
-    # Few distinct first observations among many seeds (a fixed game intro, a handful of
-    # openings): the first observation does not identify the task, so overlap proves nothing.
-    small = min(len(train), len(test)) < max(3, n_seeds // 2)
-    if overlap and small:
-        return CheckRow(
-            "split", "skip",
-            f"warning: cannot tell: only {len(train)} train / {len(test)} test distinct first "
-            f"observations in {n_seeds} seeds (the task is not in the first observation, or the "
-            "task space is tiny); test the split of the task keys in the env's own tests", data)
-    if overlap:
-        example = sorted(overlap)[0]
+    return keys["train"], keys["test"]
+
+
+def _shared_if_one_pool(train: list[str], test: list[str], rng, permutations: int = 200
+                        ) -> tuple[float, float]:
+    """If both splits drew from one pool, how many distinct keys would the two samples share?
+    Re-split the pooled draws at random (a permutation test of "both splits are the same
+    distribution"): (mean shared, fraction of re-splits sharing none)."""
+    import numpy as np
+
+    _, codes = np.unique(np.array(train + test), return_inverse=True)
+    n = len(train)
+    shared = np.empty(permutations, dtype=np.int64)
+    for i in range(permutations):
+        order = rng.permutation(codes)
+        shared[i] = len(np.intersect1d(order[:n], order[n:]))
+    return float(shared.mean()), float((shared == 0).mean())
+
+
+def _check_split(target: _Target, min_seeds: int = 48, max_seeds: int = 1000,
+                 budget_s: float = 3.0) -> CheckRow:
+    import numpy as np
+
+    try:
+        train, test = _sample_split_keys(target, min_seeds, max_seeds, budget_s)
+    except RuntimeError as exc:
+        return CheckRow("split", "fail", str(exc))
+    n = len(train.tasks)
+    shared = set(train.tasks) & set(test.tasks)
+    fixed_start = len(set(train.first_obs) | set(test.first_obs)) == 1
+    what = "declared task keys (source.task_key)" if train.declared else (
+        "episode states + first observations")
+    opaque = sorted(train.opaque | test.opaque)
+    data: dict[str, Any] = {
+        "seeds": n, "key": "task_key" if train.declared else "state",
+        "train_distinct": len(set(train.tasks)), "test_distinct": len(set(test.tasks)),
+        "overlap": len(shared), "fixed_first_observation": fixed_start, "opaque": opaque[:10]}
+    if shared:
+        seed = train.tasks.index(sorted(shared)[0])
+        example = " ".join(train.first_obs[seed].split())
         example = example if len(example) <= 80 else example[:77] + "..."
-        return CheckRow("split", "fail",
-                        f"{len(overlap)} first observations appear in both splits, e.g. "
-                        f"{example!r}", data)
-    detail = (f"{len(train)} train / {len(test)} test distinct first observations "
-              f"({n_seeds} seeds each), no overlap")
-    if small:
-        detail = "warning: few distinct first observations; " + detail
-    return CheckRow("split", "pass", detail, data)
+        if opaque and not train.declared:
+            return CheckRow(
+                "split", "skip",
+                f"warning: cannot tell: {len(shared)} train and test episodes look the same, but "
+                f"their state holds what the check cannot read ({opaque[0]}); declare "
+                "source.task_key(env)", data)
+        return CheckRow(
+            "split", "fail",
+            f"{len(shared)} tasks appear in both splits ({what}; {n} seeds each), e.g. train "
+            f"seed {seed}: {example!r}", data)
+    if len(set(train.tasks)) == 1 and len(set(test.tasks)) == 1:
+        why = (f"it holds what the check cannot read ({opaque[0]}); declare source.task_key(env)"
+               if opaque else "the task does not depend on the seed")
+        return CheckRow("split", "skip", "warning: cannot tell: every seed gives the same "
+                        f"episode state and first observation on each split: {why}", data)
+    rng = np.random.default_rng(0)
+    mean, p_none = _shared_if_one_pool(train.tasks, test.tasks, rng)
+    carrier = ""
+    if mean < 3:  # the whole state is too fine a key: does one attribute carry the split?
+        for name in sorted(set(train.parts) & set(test.parts)):
+            a, b = train.parts[name], test.parts[name]
+            if len(a) != n or len(b) != n or set(a) & set(b) or len(set(a) | set(b)) < 2:
+                continue
+            m, p = _shared_if_one_pool(a, b, rng)
+            if m > mean:
+                carrier, mean, p_none = name, m, p
+    data.update(one_pool_shared=round(mean, 2), one_pool_none=p_none, carrier=carrier or None)
+    head = f"0 tasks in both splits ({what}; {n} seeds each"
+    head += "; the first observation is the same for every seed)" if fixed_start else ")"
+    if mean >= 3 and p_none <= 0.05:
+        by = f", by env.{carrier} alone" if carrier else ""
+        odds = ("no random re-split of the same draws shares none" if p_none == 0 else
+                f"{p_none:.1%} of random re-splits of the same draws share none")
+        return CheckRow("split", "pass", f"{head}; one pool would share ~{mean:.1f}{by} "
+                        f"({odds})", data)
+    # Name what makes every seed's task new (an opponent's generator, a generated question).
+    fresh = [f"env.{name}" for name in sorted(set(train.parts) & set(test.parts))
+             if len(set(train.parts[name]) | set(test.parts[name])) == 2 * n][:2]
+    return CheckRow(
+        "split", "pass",
+        f"{head}; {len(set(train.tasks))} train / {len(set(test.tasks))} test distinct"
+        + (f" ({' and '.join(fresh)} new for every seed)" if fresh else "")
+        + f": one pool would share only ~{mean:.1f}, so this sample shows no leak but cannot "
+        "rule out a small one", data)
 
 
 def _declared_context_bound(env) -> int | None:
@@ -685,12 +970,13 @@ def _check_throughput(target: _Target, budget_s: float = 0.5, max_episodes: int 
 
 
 def check_env_id(env_id: str, *, seeds: int = 3, fuzz: int = 48, split_seeds: int = 48,
-                 only: Sequence[str] | None = None, timeout_s: float | None = 120.0
-                 ) -> list[CheckRow]:
-    """Run the checks on `env_id` (each within `timeout_s` seconds, else a failed row); raises
-    `ValueError` (one line) for an id that is not a registered llm-gym env."""
+                 only: Sequence[str] | None = None, timeout_s: float | None = 120.0,
+                 env_kwargs: dict[str, Any] | None = None) -> list[CheckRow]:
+    """Run the checks on `env_id` built with its registered kwargs updated by `env_kwargs`
+    (knobs, tokenizer, renderer: JSON values), each check within `timeout_s` seconds, else a
+    failed row; raises `ValueError` (one line) for an id that is not a registered llm-gym env."""
     try:
-        target = _resolve_target(env_id)
+        target = _resolve_target(env_id, env_kwargs)
     except _UnknownId as exc:
         raise ValueError(str(exc)) from None
     wanted = set(only or CHECK_NAMES)
@@ -750,10 +1036,12 @@ def check_env_id(env_id: str, *, seeds: int = 3, fuzz: int = 48, split_seeds: in
     return rows
 
 
-def _table(env_id: str, rows: list[CheckRow], seconds: float) -> str:
+def _table(env_id: str, rows: list[CheckRow], seconds: float,
+           env_kwargs: dict[str, Any] | None = None) -> str:
     width = max(len(r.name) for r in rows)
     failed = sum(r.status == "fail" for r in rows)
-    lines = [f"{env_id}  ({seconds:.1f} s)"]
+    with_kwargs = f"  (kwargs {json.dumps(env_kwargs)})" if env_kwargs else ""
+    lines = [f"{env_id}{with_kwargs}  ({seconds:.1f} s)"]
     for r in rows:
         lines.append(f"  {r.name:<{width}}  {r.status:<4}  {r.detail}")
     lines.append(f"  => {'FAIL' if failed else 'ok'}"
@@ -785,7 +1073,36 @@ def build_parser() -> argparse.ArgumentParser:
                         help="seconds one check may take before it fails (default 120)")
     parser.add_argument("--only", default="",
                         help=f"comma-separated subset of the checks: {','.join(CHECK_NAMES)}")
+    parser.add_argument("--kwargs", default=None, metavar="JSON",
+                        help="env kwargs as a JSON object (knobs, tokenizer, renderer), e.g. "
+                        "'{\"digits\": 3}'")
+    parser.add_argument("--kwarg", action="append", default=[], metavar="KEY=VALUE",
+                        help="one env kwarg (VALUE is read as JSON, else as a string); "
+                        "repeatable, applied after --kwargs")
     return parser
+
+
+def _parse_env_kwargs(text: str | None, pairs: Sequence[str]) -> dict[str, Any]:
+    """--kwargs JSON, then each --kwarg KEY=VALUE; `ValueError` (one line) when malformed."""
+    kwargs: dict[str, Any] = {}
+    if text is not None:
+        try:
+            kwargs = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--kwargs {text!r} is not JSON ({exc.msg} at character "
+                             f"{exc.pos}); pass an object, e.g. '{{\"digits\": 3}}'") from None
+        if not isinstance(kwargs, dict):
+            raise ValueError(f"--kwargs must be a JSON object {{\"knob\": value}}, got "
+                             f"{type(kwargs).__name__} {text!r}")
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--kwarg {pair!r} is not KEY=VALUE (e.g. --kwarg digits=3)")
+        try:
+            kwargs[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            kwargs[key.strip()] = value  # a bare string: --kwarg renderer=role_colon
+    return kwargs
 
 
 def check_main(argv: Sequence[str] | None = None) -> int:
@@ -807,23 +1124,35 @@ def check_main(argv: Sequence[str] | None = None) -> int:
     if not env_ids:
         print("llm-gym check: name an ENV_ID (e.g. llm/Math-v0) or pass --all", file=sys.stderr)
         return 2
-    for env_id in env_ids:  # every id is resolved before anything runs
+    try:
+        env_kwargs = _parse_env_kwargs(args.kwargs, args.kwarg)
+    except ValueError as exc:
+        print(f"llm-gym check: {exc}", file=sys.stderr)
+        return 2
+    for env_id in env_ids:  # every id is resolved (and built with the kwargs) before any check
         try:
-            _resolve_target(env_id)
+            target = _resolve_target(env_id, env_kwargs)
         except _UnknownId as exc:
             print(f"llm-gym check: {exc}", file=sys.stderr)
             return 2
+        if env_kwargs:
+            try:
+                _make(target).close()
+            except Exception as exc:  # an unknown knob, a bad value, a tokenizer not found
+                print(f"llm-gym check: {target.env_id} with {json.dumps(env_kwargs)}: "
+                      f"{_one_line(exc)}", file=sys.stderr)
+                return 2
     results = []
     for env_id in env_ids:
         start = time.perf_counter()
         rows = check_env_id(env_id, seeds=args.seeds, fuzz=args.fuzz, only=only or None,
-                            timeout_s=args.timeout)
+                            timeout_s=args.timeout, env_kwargs=env_kwargs)
         seconds = time.perf_counter() - start
         ok = not any(r.status == "fail" for r in rows)
-        results.append({"env_id": env_id, "ok": ok, "seconds": round(seconds, 3),
-                        "checks": [r.as_dict() for r in rows]})
+        results.append({"env_id": env_id, "kwargs": env_kwargs, "ok": ok,
+                         "seconds": round(seconds, 3), "checks": [r.as_dict() for r in rows]})
         if not args.json:
-            print(_table(env_id, rows, seconds), flush=True)
+            print(_table(env_id, rows, seconds, env_kwargs), flush=True)
     all_ok = all(r["ok"] for r in results)
     if args.json:
         print(json.dumps({"ok": all_ok, "results": results}, indent=1))

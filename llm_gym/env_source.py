@@ -73,6 +73,12 @@ class EnvSource(ABC):
         for (run by `llm-gym check` and the family's tests); none by default."""
         return []
 
+    def task_key(self, env: Any) -> Any:
+        """Optional: a canonical, JSON-able key of the task `env` (one of this source's episodes)
+        plays -- a secret, a puzzle id, an opponent seed. `llm-gym check` compares these keys
+        across the train and test splits; None (the default) lets it read the episode's state."""
+        return None
+
     @property
     def reward_range(self) -> tuple[float, float]:
         return self.card.reward_range

@@ -20,7 +20,9 @@ from llm_gym import cli
 from llm_gym.cli_check import CHECK_NAMES, check_env_id, check_main
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import grade_numeric
+from llm_gym.renderers import Message
 from llm_gym.rl import ProblemEnv
+from llm_gym.rl import EnvFromMessageEnv, MessageEnv, MessageStepResult
 from llm_gym.scripted import ScriptedCase
 
 # ---------------------------------------------------------------------------------------------
@@ -145,7 +147,116 @@ class LeakySplitSource(EchoSource):
         return EchoEnv(self.renderer, int(rng.integers(self.high)))
 
 
+class SharedPoolSource(EchoSource):
+    """Train and test are the same small pool (10 numbers): a leak a sample always shows."""
+
+    card = _card("test/CheckSharedPool-v0")
+
+    def make_env(self, rng: np.random.Generator) -> EchoEnv:
+        return EchoEnv(self.renderer, int(rng.integers(10)))
+
+
+class SmallDisjointSource(EchoSource):
+    """As small a task space, split by parity: one pool would share many numbers, these none."""
+
+    card = _card("test/CheckSmallDisjoint-v0")
+
+    def make_env(self, rng: np.random.Generator) -> EchoEnv:
+        return EchoEnv(self.renderer, 2 * int(rng.integers(5)) + (self.split == "test"))
+
+
+class _HiddenNumber(MessageEnv):
+    """A game whose opening is the same for every seed: the secret shows only in the answers."""
+
+    def __init__(self, secret: int) -> None:
+        self.secret, self.turns = secret, 0
+        self.messages = [Message(role="user", content="I picked a number from 0 to 19. Guess it; "
+                                 "I say higher or lower. Reply with just the number.")]
+
+    async def initial_observation(self) -> list[Message]:
+        return list(self.messages)
+
+    async def step(self, message: Message) -> MessageStepResult:
+        self.turns += 1
+        text = str(message["content"]).strip()
+        guess = int(text) if text.isdigit() else -1
+        done = guess == self.secret or self.turns >= 5
+        reward = 1.0 if guess == self.secret else 0.0
+        reply = "right" if guess == self.secret else ("higher" if guess < self.secret else "lower")
+        self.messages += [message, Message(role="user", content=reply)]
+        return MessageStepResult(reward, done, list(self.messages))
+
+
+def _bisect(env, text: str) -> str:
+    """The gold policy: bisection on the answers so far (the game's own transcript)."""
+    low, high = 0, 19
+    messages = env.message_env.messages
+    for guess, answer in zip(messages[1::2], messages[2::2]):
+        if answer["content"] == "higher":
+            low = int(guess["content"]) + 1
+        elif answer["content"] == "lower":
+            high = int(guess["content"]) - 1
+    return str((low + high) // 2)
+
+
+class HiddenNumberSource(EnvSource):
+    card = _card("test/CheckHiddenNumber-v0", multi_turn=True, reward_range=(-1.0, 1.0),
+                 family="games", reward_meaning="1 when the number is guessed within 5 turns, "
+                 "-1 for a reply that does not parse",
+                 difficulty_knobs={},
+                 example_episode=[{"role": "user", "content": "I picked a number."},
+                                  {"role": "assistant", "content": "10"},
+                                  {"role": "user", "content": "lower"},
+                                  {"role": "assistant", "content": "4"}])
+    max_context_tokens = 4096
+    salt = 0
+
+    def make_env(self, rng: np.random.Generator) -> EnvFromMessageEnv:
+        secret = 2 * int(rng.integers(10)) + (self.split == "test")  # test: odd numbers
+        return EnvFromMessageEnv(self.renderer, _HiddenNumber((secret + self.salt) % 20))
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        return [ScriptedCase("bisection", "gold", _bisect, 1.0, 1.0),
+                ScriptedCase("always 0", "adversarial", lambda env, ob: "0", 0.0, 1.0)]
+
+
+class HiddenNondeterministicSource(HiddenNumberSource):
+    """The same opening for every seed and in every process; the secret depends on the pid."""
+
+    card = dataclasses.replace(HiddenNumberSource.card, id="test/CheckHiddenNondeterministic-v0")
+    salt = os.getpid()
+
+
+class ClosureTaskSource(EchoSource):
+    """The task lives in a closure the check cannot read: the split cannot be told apart."""
+
+    card = _card("test/CheckClosureTask-v0")
+
+    def make_env(self, rng: np.random.Generator) -> EchoEnv:
+        env = EchoEnv(self.renderer, 7)
+        n = int(rng.integers(10))
+        env.get_question = lambda: f"Repeat the number {n}."  # noqa: E731 - hidden on purpose
+        env.answer = 7
+        return env
+
+
+class DeclaredLeakSource(EchoSource):
+    """Distinct prompts on the two splits, but the declared task key says they are one pool."""
+
+    card = _card("test/CheckDeclaredLeak-v0")
+
+    def make_env(self, rng: np.random.Generator) -> EchoEnv:
+        env = EchoEnv(self.renderer, int(rng.integers(10)))
+        env.style = self.split  # a cosmetic difference that a raw state key would count
+        return env
+
+    def task_key(self, env: EchoEnv) -> int:
+        return env.answer
+
+
 _SOURCES = {cls.card.id: cls for cls in (
+    SharedPoolSource, SmallDisjointSource, HiddenNumberSource, HiddenNondeterministicSource,
+    ClosureTaskSource, DeclaredLeakSource,
     EchoSource, NondeterministicSource, IncompleteCardSource, FailingGoldSource, NoCasesSource,
     OutOfRangeSource, LeakySplitSource, HangingSource)}
 _SOURCES["test/CheckWrongIdCard-v0"] = WrongIdCardSource
@@ -196,7 +307,7 @@ def test_nondeterminism_across_processes_fails_determinism():
     rows = rows_of("test/CheckNondeterministic-v0", only=["determinism", "check_env"])
     assert rows["check_env"].status == "pass"  # within one process it is consistent
     assert rows["determinism"].status == "fail"
-    assert "differ between two processes" in rows["determinism"].detail
+    assert "two processes disagree on 16 of 16 episodes" in rows["determinism"].detail
 
 
 def test_an_incomplete_card_fails_card():
@@ -249,7 +360,8 @@ def test_the_exit_status_is_1_when_a_row_fails_and_json_has_the_schema(capsys):
     assert [r["env_id"] for r in report["results"]] == ["test/CheckFailingGold-v0",
                                                          "test/CheckEcho-v0"]
     for result in report["results"]:
-        assert set(result) == {"env_id", "ok", "seconds", "checks"}
+        assert set(result) == {"env_id", "kwargs", "ok", "seconds", "checks"}
+        assert result["kwargs"] == {}
         assert [c["name"] for c in result["checks"]] == ["card", "scripted"]
         for check in result["checks"]:
             assert set(check) == {"name", "status", "detail", "seconds", "data"}
@@ -292,3 +404,81 @@ def test_the_command_line_is_torch_free():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          check=True)
     assert out.stdout.strip().splitlines()[-1] == "0 False"
+
+
+# ---------------------------------------------------------------------------------------------
+# the split row: a task key, and what one pool would have shared
+
+
+def test_a_shared_small_pool_fails_split_naming_a_task():
+    row = rows_of("test/CheckSharedPool-v0", only=["split"])["split"]
+    assert row.status == "fail" and "tasks appear in both splits" in row.detail
+    assert 1 <= row.data["overlap"] <= 10 and "Repeat the number" in row.detail
+
+
+def test_a_small_disjoint_split_passes_with_the_evidence():
+    row = rows_of("test/CheckSmallDisjoint-v0", only=["split"])["split"]
+    assert row.status == "pass" and row.data["overlap"] == 0
+    assert row.data["train_distinct"] == row.data["test_distinct"] == 5
+    assert row.data["one_pool_shared"] >= 3 and row.data["one_pool_none"] <= 0.05
+    assert "one pool would share" in row.detail
+
+
+def test_a_fixed_opening_game_is_split_by_its_hidden_state():
+    rows = rows_of("test/CheckHiddenNumber-v0")
+    assert {n: r.detail for n, r in rows.items() if r.status == "fail"} == {}
+    split = rows["split"]
+    assert split.status == "pass" and split.data["fixed_first_observation"] is True
+    assert split.data["one_pool_shared"] >= 3  # the secret, read off env.message_env
+    det = rows["determinism"]
+    assert det.data["distinct_first_observations"] == 1 and det.data["distinct_episodes"] >= 5
+    assert "whole episodes were compared" in det.detail
+
+
+def test_a_hidden_task_that_differs_across_processes_fails_determinism():
+    """The opening is the same everywhere; only whole episodes show the pid-dependent secret."""
+    row = rows_of("test/CheckHiddenNondeterministic-v0", only=["determinism"])["determinism"]
+    assert row.status == "fail" and "two processes disagree" in row.detail
+    assert "gold case 'bisection'" in row.detail or "fixed replies" in row.detail
+
+
+def test_a_task_the_check_cannot_read_is_a_skip_that_says_why():
+    row = rows_of("test/CheckClosureTask-v0", only=["split"])["split"]
+    assert row.status == "skip" and "cannot tell" in row.detail
+    assert "cannot read" in row.detail and "task_key" in row.detail
+
+
+def test_a_declared_task_key_is_what_split_compares():
+    row = rows_of("test/CheckDeclaredLeak-v0", only=["split"])["split"]
+    assert row.data["key"] == "task_key"
+    assert row.status == "fail" and "declared task keys" in row.detail
+
+
+# ---------------------------------------------------------------------------------------------
+# --kwargs / --kwarg
+
+
+def test_kwargs_reach_the_checked_env(capsys):
+    assert check_main(["test/CheckEcho-v0", "--kwargs", '{"high": 20}', "--only", "split",
+                       "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)["results"][0]
+    assert result["kwargs"] == {"high": 20}
+    split = result["checks"][0]["data"]
+    # high=20: train is the 18 numbers that are not multiples of 10, test is {0, 10}.
+    assert (split["train_distinct"], split["test_distinct"]) == (18, 2)
+    assert check_main(["test/CheckEcho-v0", "--kwarg", "high=20", "--only", "split"]) == 0
+    assert "(kwargs {\"high\": 20})" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--kwargs", "{high: 20}"], "is not JSON"),
+    (["--kwargs", "[20]"], "must be a JSON object"),
+    (["--kwarg", "high"], "is not KEY=VALUE"),
+    (["--kwargs", '{"hgh": 20}'], "unexpected keyword argument 'hgh'"),
+    (["--kwarg", "high=5"], "high must be an int in [10, 10000], got 5"),
+])
+def test_bad_kwargs_are_one_line_and_exit_2(argv, message, capsys):
+    assert check_main(["test/CheckEcho-v0", "--only", "card", *argv]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert len(captured.err.strip().splitlines()) == 1 and message in captured.err

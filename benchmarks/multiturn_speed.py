@@ -1,0 +1,322 @@
+"""Multi-turn training speed: seconds per GRPO step on `llm/GuessNumber-v0`, ours vs TRL's multi-turn path.
+
+Rows, side by side in one process (same machine load, 1 torch thread each):
+
+- **ours, no KV reuse**: `trainers.grpo.trainer.train` with `HFSampler(reuse_kv=False)`: every
+  turn re-prefills the whole growing conversation (the sampler before the multi-turn KV reuse);
+- **ours**: the default sampler, which keeps each episode's KV cache across turns and prefills only
+  the new tokens of a turn (the env's reply and the last sampled token);
+- **TRL**: `trl.GRPOTrainer(environment_factory=...)` with our `TextEnvironment` adapter
+  (`trainers.adapters.trl`), TRL 1.16's multi-turn path: every turn is an `act` tool call, parsed by
+  TRL's Qwen3 template response parser, answered by the env, and the next turn regenerates from
+  the whole prompt + completion so far.
+
+Same workload for all rows: the tiny byte-level Llama preset (1.08M parameters; RoPE, so its context
+is only limited by `max_position_embeddings`, raised to 4096 here because TRL's tool prompt alone
+is ~1,060 byte tokens), GuessNumber's default knobs (1-20, 8 turns), `--groups` problems x
+`--group-size` episodes per step, temperature 1, one optimizer step per batch, fp32. Both start from
+the same weights: the preset briefly fine-tuned (`--warm-steps`) to answer in TRL's tool-call format,
+since an untrained policy never emits a parseable tool call and TRL would end every episode after one
+turn. TRL's turns are structurally longer (the tool schema in the system prompt, a JSON wrapper per
+move, `<tool_response>` markup), so the table also reports turns, generated tokens and context per
+episode: the per-step ratio is what a user waits for, the per-turn columns say why.
+
+Timing: wall and process-CPU seconds per step; the first step is a warm-up and excluded from the
+mean. CPU seconds are the steadier figure on a shared machine (1 thread: CPU time is work done).
+
+    .venv/bin/python benchmarks/multiturn_speed.py [--steps 3 --groups 4 --group-size 8
+        --max-tokens 8 --warm-steps 60 --skip-trl]
+
+Writes `benchmarks/out/multiturn_speed.json` and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+ENV_ID = "llm/GuessNumber-v0"
+
+
+def clock() -> tuple[float, float]:
+    return time.perf_counter(), time.process_time()
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "n/a"
+
+
+def summarise(steps: list[dict[str, float]]) -> dict[str, Any]:
+    timed = steps[1:] or steps  # step 0 is the warm-up
+    out = {"per_step": steps}
+    for key in steps[0]:
+        out[f"mean_{key}"] = statistics.fmean(s[key] for s in timed)
+    return out
+
+
+# ------------------------------------------------------------------------------------------------
+# The shared start: the tiny preset, taught the tool-call answer format
+# ------------------------------------------------------------------------------------------------
+def tool_tokenizer():
+    """Our byte-level HF tokenizer carrying TRL's Qwen3 template (tool calls) and its response
+    parser, so TRL's multi-turn loop can drive the tiny byte-level model."""
+    from trl.chat_template_utils import add_response_schema, qwen3_chat_template
+
+    from trainers.models import byte_hf_tokenizer
+
+    tok = byte_hf_tokenizer()
+    tok.chat_template = qwen3_chat_template
+    tok.model_max_length = 4096
+    return add_response_schema(tok)
+
+
+def make_start(path: Path, warm_steps: int, seed: int) -> None:
+    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+    from trainers.models import build_tiny_model
+
+    model, _ = build_tiny_model(seed=seed)
+    model.config.max_position_embeddings = 4096
+    tok = tool_tokenizer()
+    env = TextEnvironment(ENV_ID)
+    rows = multi_turn_dataset(ENV_ID, 8, seed=seed)
+    examples = []
+    for row in rows:
+        messages = [dict(m) for m in row["prompt"]]
+        messages[-1]["content"] += env.reset(**row)
+        prompt = tok.apply_chat_template(messages, tools=[env.act], add_generation_prompt=True,
+                                         tokenize=False)
+        n_prompt = len(tok(prompt, add_special_tokens=False)["input_ids"])
+        for guess in (3, 7, 10, 14, 17):
+            call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {
+                "name": "act", "arguments": {"message": str(guess)}}}]}
+            full = tok.apply_chat_template(messages + [call], tools=[env.act], tokenize=False)
+            examples.append((tok(full, add_special_tokens=False)["input_ids"], n_prompt))
+    gen = torch.Generator().manual_seed(seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(warm_steps):
+        batch = [examples[i] for i in torch.randint(len(examples), (4,), generator=gen).tolist()]
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s, _ in batch])
+        labels = torch.full_like(ids, -100)
+        for b, (s, p) in enumerate(batch):
+            labels[b, p:len(s)] = torch.tensor(s[p:])
+        loss = model(input_ids=ids, attention_mask=(labels != -100) | (ids != tok.pad_token_id),
+                     labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+
+
+# ------------------------------------------------------------------------------------------------
+# Ours
+# ------------------------------------------------------------------------------------------------
+def run_ours(args, start: Path, workdir: Path, reuse_kv: bool, tag: str) -> dict[str, Any]:
+    import trainers.grpo.trainer as trainer_mod
+    import trainers.sampler as sampler_mod
+    from trainers.grpo import GRPOConfig
+
+    cfg = GRPOConfig(
+        env=ENV_ID, model=str(start), device="cpu", cpu_threads=1, sampler="hf",
+        group_size=args.group_size, groups_per_batch=args.groups, max_tokens=args.max_tokens,
+        temperature=1.0, steps=args.steps, loss="cispo", sft_steps=0, eval_problems=1,
+        eval_every=0, save_every=0, remove_constant_reward_groups=False,
+        output_dir=str(workdir), run_name=f"ours-{tag}", seed=args.seed, progress=False,
+    )
+    phases: dict[str, list[float]] = {"rollout_cpu": [], "train_cpu": []}
+    episodes: list[dict[str, float]] = []
+    samplers: list[Any] = []
+    orig = {name: getattr(trainer_mod, name) for name in ("rollout_groups", "forward_backward")}
+    orig_cls = sampler_mod.HFSampler
+
+    def rollout_groups(builders, policy, *a, **k):
+        _, c0 = clock()
+        groups = orig["rollout_groups"](builders, policy, *a, **k)
+        if len(builders) == args.groups:  # a training step's rollouts, not the evaluation's
+            phases["rollout_cpu"].append(time.process_time() - c0)
+            trajs = [t for g in groups for t in g.trajectories_G]
+            episodes.append({
+                "turns": statistics.fmean(len(t.transitions) for t in trajs),
+                "sampled_tokens": statistics.fmean(sum(len(tr.ac.tokens) for tr in t.transitions)
+                                                   for t in trajs),
+                "context_tokens": statistics.fmean(len(t.transitions[-1].ob.to_ints())
+                                                   + len(t.transitions[-1].ac.tokens) for t in trajs),
+            })
+            samplers.append(dict(vars(policy.stats)))
+        return groups
+
+    def forward_backward(*a, **k):
+        _, c0 = clock()
+        out = orig["forward_backward"](*a, **k)
+        phases["train_cpu"].append(time.process_time() - c0)
+        return out
+
+    try:
+        trainer_mod.rollout_groups = rollout_groups
+        trainer_mod.forward_backward = forward_backward
+        sampler_mod.HFSampler = functools.partial(orig_cls, reuse_kv=reuse_kv)  # make_sampler's
+        trainer_mod.train(cfg)
+    finally:
+        for name, fn in orig.items():
+            setattr(trainer_mod, name, fn)
+        sampler_mod.HFSampler = orig_cls
+    metrics = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
+    rows = [m for m in metrics if "step_seconds" in m]
+    steps = [{"wall": m["step_seconds"], "cpu": rc + tc, "rollout_cpu": rc, "train_cpu": tc, **ep}
+             for m, rc, tc, ep in zip(rows, phases["rollout_cpu"], phases["train_cpu"], episodes)]
+    result = summarise(steps)
+    result["sampler_stats_last_step"] = samplers[-1] if samplers else {}
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+# TRL
+# ------------------------------------------------------------------------------------------------
+def run_trl(args, start: Path, workdir: Path) -> dict[str, Any]:
+    from transformers import AutoModelForCausalLM, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tok = tool_tokenizer()
+    model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
+    batch = args.groups * args.group_size
+    rows = multi_turn_dataset(ENV_ID, args.groups * (args.steps + 1), seed=args.seed)
+    episodes: list[dict[str, float]] = []
+    live: list[TextEnvironment] = []
+
+    class Counting(TextEnvironment):
+        def reset(self, **row):
+            self.turns = 1
+            live.append(self)
+            return super().reset(**row)
+
+        def act(self, message: str) -> str:
+            """Send your next move or message to the environment.
+
+            Args:
+                message: Your move or reply, as plain text.
+
+            Returns:
+                The environment's reply: its next observation, or the final result when the episode is over.
+            """
+            self.turns += 1
+            return super().act(message)
+
+    marks: list[tuple[float, float]] = []
+
+    class Marks(TrainerCallback):
+        def on_step_begin(self, a, state, control, **kw):
+            live.clear()
+            marks.append(clock())
+
+        def on_step_end(self, a, state, control, **kw):
+            w0, c0 = marks[-1]
+            w, c = clock()
+            marks[-1] = (w - w0, c - c0)
+            episodes.append({"turns": statistics.fmean(e.turns for e in live) if live else 0.0})
+
+    targs = GRPOConfig(
+        output_dir=str(workdir / "trl"), use_cpu=True, report_to="none", save_strategy="no",
+        bf16=False, fp16=False, gradient_checkpointing=False, seed=args.seed,
+        per_device_train_batch_size=batch, gradient_accumulation_steps=1, steps_per_generation=1,
+        num_generations=args.group_size,
+        # the whole episode's completion budget: TRL caps completion + tool replies together
+        max_completion_length=args.trl_max_completion,
+        max_tool_calling_iterations=args.max_turns - 1,
+        max_steps=args.steps, learning_rate=3e-4, lr_scheduler_type="constant", beta=0.0,
+        num_iterations=1, loss_type="dapo", temperature=1.0, top_p=1.0, top_k=0,
+        shuffle_dataset=False, logging_steps=1, dataloader_num_workers=0, disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(model=model, args=targs, train_dataset=rows, processing_class=tok,
+                          environment_factory=lambda: Counting(ENV_ID), callbacks=[Marks()])
+    trainer.remove_callback(PrinterCallback)
+    trainer.remove_callback(ProgressCallback)
+    torch.set_num_threads(1)
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    steps = []
+    for (w, c), ep, h in zip(marks, episodes, logs):
+        steps.append({"wall": w, "cpu": c, "turns": ep["turns"],
+                      "sampled_tokens": float(h.get("completions/mean_length", float("nan")))})
+    result = summarise(steps)
+    result["tool_call_frequency"] = [h.get("tools/call_frequency") for h in logs]
+    return result
+
+
+# ------------------------------------------------------------------------------------------------
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--steps", type=int, default=3, help="optimizer steps per row (first = warm-up)")
+    ap.add_argument("--groups", type=int, default=4, help="problems per step")
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-tokens", type=int, default=8, help="ours: tokens sampled per turn")
+    ap.add_argument("--max-turns", type=int, default=8, help="GuessNumber's default: 8 guesses")
+    ap.add_argument("--trl-max-completion", type=int, default=1024,
+                    help="TRL: completion budget of a whole episode (its turns + tool replies)")
+    ap.add_argument("--warm-steps", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-trl", action="store_true")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "multiturn_speed.json")
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    load_before = uptime()
+    results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()},
+                               "uptime_before": load_before}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        start = tmp / "start"
+        make_start(start, args.warm_steps, args.seed)
+        results["ours_no_kv_reuse"] = run_ours(args, start, tmp, reuse_kv=False, tag="nokv")
+        results["ours"] = run_ours(args, start, tmp, reuse_kv=True, tag="kv")
+        if not args.skip_trl:
+            results["trl"] = run_trl(args, start, tmp)
+    results["uptime_after"] = uptime()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2))
+
+    print(f"\n{ENV_ID}, {args.groups} x {args.group_size} episodes/step, tiny byte Llama, "
+          f"mean of steps 2..{args.steps}")
+    print(f"load: {load_before}  ->  {results['uptime_after']}\n")
+    print("| row | s/step (wall) | CPU-s/step | rollout CPU-s | train CPU-s | turns/ep | "
+          "sampled tok/ep | context tok/ep |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for name in ("ours_no_kv_reuse", "ours", "trl"):
+        r = results.get(name)
+        if r is None:
+            continue
+        g = lambda k: f"{r[k]:.2f}" if k in r else "—"  # noqa: E731
+        print(f"| {name} | {g('mean_wall')} | {g('mean_cpu')} | {g('mean_rollout_cpu')} | "
+              f"{g('mean_train_cpu')} | {g('mean_turns')} | {g('mean_sampled_tokens')} | "
+              f"{g('mean_context_tokens')} |")
+    base = results["ours"]
+    for name in ("ours_no_kv_reuse", "trl"):
+        if name in results:
+            print(f"{name} / ours: wall {results[name]['mean_wall'] / base['mean_wall']:.2f}x, "
+                  f"CPU {results[name]['mean_cpu'] / base['mean_cpu']:.2f}x")
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -58,12 +58,13 @@ from __future__ import annotations
 import asyncio
 import os
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 
-from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+from llm_gym.completers import StopCondition, TokensWithLogprobs
+from trainers.batching import BatchingCompleter
 
 __all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "hf_named_weights"]
 
@@ -94,12 +95,6 @@ class _Request:
     @property
     def key(self) -> tuple:
         return (self.prompt, self.stop_ids, self.stop_strs, self.max_tokens)
-
-
-@dataclass
-class _LoopQueue:
-    pending: list[_Request] = field(default_factory=list)
-    flusher: asyncio.Task | None = None
 
 
 @dataclass
@@ -428,7 +423,7 @@ class ServerEngine:
 # ------------------------------------------------------------------------------------------------
 # The sampler
 # ------------------------------------------------------------------------------------------------
-class VLLMSampler(TokenCompleter):
+class VLLMSampler(BatchingCompleter):
     """Sample from a vLLM engine (`ColocateEngine` or `ServerEngine`), batching concurrent calls.
 
     Cheap to construct (the trainer makes one per step with that step's seed, like HFSampler);
@@ -459,73 +454,14 @@ class VLLMSampler(TokenCompleter):
             raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-        if max_batch_size < 1:
-            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self._init_batching(max_batch_size, join_yields)
         self.engine = engine
         self.temperature = float(temperature)
         self.max_tokens = int(max_tokens)
         self.stop_token_ids = tuple(int(t) for t in stop_token_ids)
-        self.max_batch_size = int(max_batch_size)
         self.seed = int(seed)
-        self.join_yields = max(1, int(join_yields))
         self.requests = 0  # requests sent so far: the counter each request's seed derives from
         self.engine_calls = 0
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    # --- TokenCompleter ------------------------------------------------------------------------
-    async def __call__(
-        self, model_input: Any, stop: StopCondition | None = None, *, max_tokens: int | None = None
-    ) -> TokensWithLogprobs:
-        request = self._make_request(model_input, stop, max_tokens)  # bad input fails this caller
-        loop = asyncio.get_running_loop()
-        queue = self._queues.setdefault(loop, _LoopQueue())
-        request.future = loop.create_future()
-        queue.pending.append(request)
-        if queue.flusher is None or queue.flusher.done():
-            queue.flusher = loop.create_task(self._flush(queue))
-        return await request.future
-
-    async def _flush(self, queue: _LoopQueue) -> None:
-        while queue.pending:
-            quiet, seen = 0, len(queue.pending)
-            while quiet < self.join_yields and len(queue.pending) < self.max_batch_size:
-                await asyncio.sleep(0)
-                quiet, seen = (quiet + 1, seen) if len(queue.pending) == seen else (0, len(queue.pending))
-            batch = queue.pending[: self.max_batch_size]
-            del queue.pending[: self.max_batch_size]
-            batch = [r for r in batch if r.future is not None and not r.future.done()]
-            if not batch:
-                continue
-            try:
-                results = self._generate(batch)
-            except Exception as exc:  # hand the error to every caller of this batch
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(exc)
-                continue
-            for r, res in zip(batch, results):
-                if not r.future.done():
-                    r.future.set_result(res)
-
-    # --- synchronous API -----------------------------------------------------------------------
-    def sample_batch(
-        self,
-        prompts: Sequence[Sequence[int]],
-        n: int = 1,
-        *,
-        stop: StopCondition | None = None,
-        max_tokens: int | None = None,
-    ) -> list[list[TokensWithLogprobs]]:
-        """`out[i][j]`, the j-th of `n` completions of prompt i, without an event loop."""
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
-        requests = [self._make_request(p, stop, max_tokens) for p in prompts for _ in range(n)]
-        results: list[TokensWithLogprobs] = []
-        for start in range(0, len(requests), self.max_batch_size):
-            results += self._generate(requests[start : start + self.max_batch_size])
-        return [results[i * n : (i + 1) * n] for i in range(len(prompts))]
 
     # --- validation ----------------------------------------------------------------------------
     def _make_request(

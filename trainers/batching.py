@@ -1,0 +1,106 @@
+"""`BatchingCompleter`: the call-gathering half of a batched `TokenCompleter`, shared by the samplers.
+
+Rollouts are plain coroutines that each `await policy(prompt, stop, max_tokens=...)`. A subclass
+(`trainers.sampler.HFSampler`, `trainers.vllm_sampler.VLLMSampler`) says how to validate one call
+(`_make_request`, which returns an object with a `future` attribute) and how to run many at once
+(`_generate(requests) -> results`, in order); this base class queues the calls of one event loop
+and, once every rollout about to call has done so (it yields to the loop until the queue has not
+grown for `join_yields` turns) or `max_batch_size` calls are waiting, runs them as one batch. An
+exception in a batch goes to every caller of that batch. `sample_batch` is the same without an event
+loop (evaluation, benchmarks).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
+
+__all__ = ["BatchingCompleter"]
+
+
+@dataclass
+class _LoopQueue:
+    pending: list[Any] = field(default_factory=list)
+    flusher: asyncio.Task | None = None
+
+
+class BatchingCompleter(TokenCompleter):
+    """Gathers concurrent calls into batches; subclasses set `max_batch_size` and `join_yields`
+    (via `_init_batching`) and implement `_make_request` and `_generate`."""
+
+    max_batch_size: int
+    join_yields: int
+
+    def _init_batching(self, max_batch_size: int, join_yields: int) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.max_batch_size = int(max_batch_size)
+        self.join_yields = max(1, int(join_yields))
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _make_request(self, model_input: Any, stop: StopCondition | None,
+                      max_tokens: int | None) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _generate(self, requests: list[Any]) -> list[TokensWithLogprobs]:  # pragma: no cover
+        raise NotImplementedError
+
+    async def __call__(
+        self, model_input: Any, stop: StopCondition | None = None, *, max_tokens: int | None = None
+    ) -> TokensWithLogprobs:
+        request = self._make_request(model_input, stop, max_tokens)  # bad input fails this caller
+        loop = asyncio.get_running_loop()
+        queue = self._queues.setdefault(loop, _LoopQueue())
+        request.future = loop.create_future()
+        queue.pending.append(request)
+        if queue.flusher is None or queue.flusher.done():
+            queue.flusher = loop.create_task(self._flush(queue))
+        return await request.future
+
+    async def _flush(self, queue: _LoopQueue) -> None:
+        while queue.pending:
+            # Let every rollout that is about to call join this batch: yield until the queue has
+            # not grown for `join_yields` consecutive turns (or the batch is full).
+            quiet, seen = 0, len(queue.pending)
+            while quiet < self.join_yields and len(queue.pending) < self.max_batch_size:
+                await asyncio.sleep(0)
+                quiet, seen = (quiet + 1, seen) if len(queue.pending) == seen else (0, len(queue.pending))
+            batch = queue.pending[: self.max_batch_size]
+            del queue.pending[: self.max_batch_size]
+            batch = [r for r in batch if r.future is not None and not r.future.done()]
+            if not batch:
+                continue
+            try:
+                results = self._generate(batch)
+            except Exception as exc:  # hand the error to every caller of this batch
+                for r in batch:
+                    if not r.future.done():
+                        r.future.set_exception(exc)
+                continue
+            for r, res in zip(batch, results):
+                if not r.future.done():
+                    r.future.set_result(res)
+
+    def sample_batch(
+        self,
+        prompts: Sequence[Sequence[int]],
+        n: int = 1,
+        *,
+        stop: StopCondition | None = None,
+        max_tokens: int | None = None,
+    ) -> list[list[TokensWithLogprobs]]:
+        """Sample `n` completions for each prompt without an event loop (evaluation,
+        benchmarks). Returns `out[i][j]`, the j-th completion of prompt i."""
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        requests = [self._make_request(p, stop, max_tokens) for p in prompts for _ in range(n)]
+        results: list[TokensWithLogprobs] = []
+        for start in range(0, len(requests), self.max_batch_size):
+            results += self._generate(requests[start : start + self.max_batch_size])
+        return [results[i * n : (i + 1) * n] for i in range(len(prompts))]

@@ -5,6 +5,8 @@ teacher-forced logprobs in test_sampler.py)."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -162,3 +164,36 @@ def test_repeating_a_prompt_keeps_its_cache(model):
     for expected_hits in (0, 1, 2):
         sampler.sample_batch([prompt])
         assert sampler.stats.cache_hits == expected_hits and sampler.cached_sequences == 1
+
+
+def _teacher_forced(model, prompt, completion):
+    ids = torch.tensor([list(prompt) + list(completion)])
+    with torch.no_grad():
+        logp = model(ids).logits[0].float().log_softmax(-1)
+    return logp[len(prompt) - 1 : -1].gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+def test_preallocated_kv_buffers_match_teacher_forcing(model):
+    # Every call after the first decodes into preallocated KV buffers (written in place, future
+    # columns masked). Rows of mixed prompt/cached lengths that stop at different steps (so the
+    # batch is compacted mid-generation) must still get the model's own logprobs, on a fresh
+    # prompt and on a turn continued from the cache.
+    sampler = HFSampler(model, temperature=1.0, max_tokens=8, seed=5)
+    sampler.sample_batch([[259, 65, 10]], max_tokens=1)  # first call: the model's own cache
+    assert sampler._kv_supported  # so the later calls below use the buffers
+    first = [[259, 117, 10] + list(range(40, 40 + k)) for k in (0, 3, 11, 25)]
+    limits = [8, 2, 5, 1]  # rows end at different steps: compaction happens
+
+    async def batch(prompts, lims):
+        return await asyncio.gather(*(sampler(p, max_tokens=n) for p, n in zip(prompts, lims)))
+
+    out = asyncio.run(batch(first, limits))
+    second = [p + o.tokens + [10, 259, 97] for p, o in zip(first, out)]
+    hits = sampler.stats.cache_hits
+    out2 = asyncio.run(batch(second, [6, 3, 8, 2]))
+    assert sampler.stats.cache_hits - hits == len(second)  # the second turn reused the cache
+    for prompts, outs, lims in ((first, out, limits), (second, out2, [6, 3, 8, 2])):
+        for p, o, n in zip(prompts, outs, lims):
+            assert len(o.tokens) == n and o.stop_reason == "length"
+            assert torch.allclose(torch.tensor(o.logprobs), _teacher_forced(model, p, o.tokens),
+                                  atol=1e-4)

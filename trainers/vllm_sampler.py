@@ -64,7 +64,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
-from trainers.batching import BatchingCompleter
+from trainers.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "hf_named_weights"]
 
@@ -467,37 +467,14 @@ class VLLMSampler(BatchingCompleter):
     def _make_request(
         self, model_input: Any, stop: StopCondition | None, max_tokens: int | None
     ) -> _Request:
-        to_ints = getattr(model_input, "to_ints", None)
-        prompt = tuple(int(t) for t in (to_ints() if callable(to_ints) else model_input))
-        if not prompt:
-            raise ValueError(
-                "VLLMSampler got an empty prompt; a causal LM needs at least one token to condition "
-                "on (render the conversation, or start with the tokenizer's BOS id)"
-            )
-        vocab = getattr(self.engine, "vocab_size", None)
-        if vocab is not None:
-            bad = next((t for t in prompt if not 0 <= t < vocab), None)
-            if bad is not None:
-                raise ValueError(
-                    f"prompt token id {bad} is outside the model's vocabulary (0..{vocab - 1}); "
-                    "the env's tokenizer does not match the model — build the env with the model's "
-                    "tokenizer, or resize the model's embeddings"
-                )
+        prompt = prompt_ids(model_input, getattr(self.engine, "vocab_size", None), "VLLMSampler")
         if len(prompt) >= self.engine.max_model_len:
             raise ValueError(
                 f"prompt of {len(prompt)} tokens does not fit the vLLM engine's max_model_len="
                 f"{self.engine.max_model_len}; build the engine with a larger max_model_len"
             )
-        stop_ids, stop_strs = list(self.stop_token_ids), []
-        for s in stop or ():
-            if isinstance(s, str):
-                if s:
-                    stop_strs.append(s)
-            else:
-                stop_ids.append(int(s))
-        limit = self.max_tokens if max_tokens is None else int(max_tokens)
-        if limit < 0:
-            raise ValueError(f"max_tokens must be >= 0, got {limit}")
+        stop_ids, stop_strs = split_stops(stop, self.stop_token_ids)
+        limit = call_limit(self.max_tokens, max_tokens)
         return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit)
 
     # --- generation ----------------------------------------------------------------------------

@@ -197,3 +197,44 @@ def test_preallocated_kv_buffers_match_teacher_forcing(model):
             assert len(o.tokens) == n and o.stop_reason == "length"
             assert torch.allclose(torch.tensor(o.logprobs), _teacher_forced(model, p, o.tokens),
                                   atol=1e-4)
+
+
+def test_a_models_cache_kind_is_probed_once_and_results_do_not_depend_on_it():
+    """The first sampler for a model probes its cache with transformers' own `DynamicCache`; later
+    samplers (the trainer builds one per step) start on the preallocated buffers and sample the
+    same tokens."""
+    import trainers.sampler as sampler_mod
+
+    fresh_model = build_tiny_model(seed=4)[0]
+    assert fresh_model not in sampler_mod._CACHE_KIND
+    first_groups, first = rollout(fresh_model, 1.0, reuse=False, n_groups=2)
+    assert sampler_mod._CACHE_KIND[fresh_model] == (True, fresh_model.config.num_hidden_layers)
+    second = HFSampler(fresh_model, temperature=1.0, max_tokens=6, stop_token_ids=[IM_END, EOS],
+                       seed=0, reuse_kv=False)
+    assert second._kv_supported is True  # no probe call
+    second_groups, _ = rollout(fresh_model, 1.0, reuse=False, n_groups=2)
+    assert_same_transitions(transitions(first_groups), transitions(second_groups))
+
+
+def test_single_turn_envs_train_without_keeping_kv():
+    from trainers.grpo.config import GRPOConfig
+    from trainers.grpo.trainer import builder_single_turn, make_sampler, single_turn_env
+    from llm_gym import GymEnvGroupBuilder
+
+    assert single_turn_env("llm/Math-v0") and single_turn_env("llm/Countdown-v0")
+    assert not single_turn_env("llm/GuessNumber-v0") and not single_turn_env("llm/Calculator-v0")
+    assert not single_turn_env("llm/NoSuchEnv-v0")  # unknown: keep the cache
+    assert builder_single_turn(GymEnvGroupBuilder("llm/Math-v0", 2, 0))
+    assert not builder_single_turn(GymEnvGroupBuilder(lambda **k: None, 2, 0))
+    model = build_tiny_model(seed=0)[0]
+    cfg = GRPOConfig()
+    args = (cfg, model, "cpu", [IM_END], 256, 1.0, 0, 8)
+    assert make_sampler(*args, multi_turn=False).reuse_kv is False
+    assert make_sampler(*args).reuse_kv is True
+    # a single-turn rollout with reuse off stores nothing and samples what a reusing one does
+    builders = [GymEnvGroupBuilder("llm/Math-v0", 4, s, split="train") for s in range(3)]
+    on, off = make_sampler(*args), make_sampler(*args, multi_turn=False)
+    a = rollout_groups(builders, on, RolloutLimits(max_turns=1))
+    b = rollout_groups(builders, off, RolloutLimits(max_turns=1))
+    assert off.cached_sequences == 0 < on.cached_sequences
+    assert_same_transitions(transitions(a), transitions(b))

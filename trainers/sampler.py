@@ -14,8 +14,8 @@ the batch (dropping finished rows from the KV cache) once half of it has stopped
 preallocated buffer per layer, [rows, kv heads, prompt width + max new tokens, head dim], that each
 step writes in place at the next column (all rows share it: prompts are left-padded), with the
 columns not yet written masked out; transformers' `DynamicCache` instead re-concatenates the whole
-cache on every token (measured: 30% of a multi-turn rollout's time). The first call uses the
-model's own cache, to check that it is made of plain full-attention layers. Requests with
+cache on every token (measured: 30% of a multi-turn rollout's time). The first call for a model
+uses its own cache, to check that it is made of plain full-attention layers (remembered per model). Requests with
 identical prompts — the G completions of a GRPO group — are prefilled once and the KV cache is
 expanded to G rows (`share_prefixes=True`), which is most of the prefill arithmetic on short-answer
 tasks.
@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -56,6 +57,9 @@ from llm_gym.completers import StopCondition, TokensWithLogprobs
 from trainers.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["HFSampler", "SamplerStats"]
+
+# model -> (its cache is plain full-attention DynamicCache layers?, number of layers)
+_CACHE_KIND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[bool, int]]" = weakref.WeakKeyDictionary()
 
 
 @dataclass
@@ -215,8 +219,9 @@ class HFSampler(BatchingCompleter):
         self._cache_kw, self._has_logits_to_keep = cache_kwargs(model)
         self.reuse_kv = bool(reuse_kv)
         self._kv = _KVStore(int(kv_cache_entries), int(kv_cache_bytes))
-        self._kv_supported: bool | None = None  # decided by the first cache the model returns
-        self._num_cache_layers = 0
+        # decided by the first cache the model returns, and remembered per model: the trainer
+        # builds a new sampler every step, and the probe call costs a DynamicCache generation
+        self._kv_supported, self._num_cache_layers = _CACHE_KIND.get(model, (None, 0))
 
     # --- KV reuse ------------------------------------------------------------------------------
     def invalidate_cache(self) -> None:
@@ -356,6 +361,7 @@ class HFSampler(BatchingCompleter):
         if self._kv_supported is None:
             self._kv_supported = _is_plain_dynamic_cache(cache)
             self._num_cache_layers = len(cache.layers) if self._kv_supported else 0
+            _CACHE_KIND[self.model] = (self._kv_supported, self._num_cache_layers)
         self.stats.batches += 1
         self.stats.prefill_rows += len(prompts)
         self.stats.prefill_tokens += ids.numel()

@@ -213,10 +213,12 @@ async def run_rollout(
         parse_errors = parse_errors if parse_errors is not None else config.parse_errors
     if limits is None:
         own = getattr(env, "rollout_limits", None)
-        limits = own if isinstance(own, RolloutLimits) else RolloutLimits()
+        limits = own if isinstance(own, RolloutLimits) else _NO_LIMITS
     _push_seams(env, limits, parse_errors)
     return await _RolloutRun(policy, env, limits, _complete_hooks(hooks)).run()
 
+
+_NO_LIMITS = RolloutLimits()  # immutable; one shared instance (built per episode, it cost ~15 us)
 
 _HOOK_METHODS = ("on_turn_begin", "on_stop_reason", "on_grade", "on_artifacts")
 

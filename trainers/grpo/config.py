@@ -133,6 +133,11 @@ class GRPOConfig:
     once with a KV cache, expanded to the group's rows, and each row runs only its own tokens
     (same logits and gradients, several times less work on short answers). Micro-batches then
     keep a group together where it fits. Off: every row recomputes its full sequence."""
+    pack_rows: bool = True
+    """Padding-free training forward for short rows (`trainers/grpo/packed_tails.py`): the
+    micro-batch's real tokens go through the model as one packed sequence, each row attending to
+    its shared prefix and its own tokens, so padding costs nothing (same logits and gradients;
+    checked against the plain forward on the first micro-batch). Long rows keep the padded path."""
     remove_constant_reward_groups: bool = True
     """Skip groups whose rewards are all equal (zero advantage, so zero gradient): less compute."""
 

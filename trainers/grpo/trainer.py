@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import functools
 import json
 import math
 import random
@@ -163,53 +164,152 @@ class MicroBatch:
     prefix_ids: torch.Tensor | None = None  # [C, S], the C distinct prefixes, right-padded
     prefix_of_row: torch.Tensor | None = None  # [B], which prefix each row continues
     position_ids: torch.Tensor | None = None  # [B, T], continuing from the prefix's length
+    # Padding-free layout (`packed_tails.py`): the rows' N real tokens in one sequence.
+    packed_ids: torch.Tensor | None = None  # [M]: the prefixes' tokens, then the rows'
+    packed_positions: torch.Tensor | None = None  # [M]
+    layout: Any = None  # packed_tails.PackedLayout
 
 
 def collate(data: Sequence[Datum], pad_token_id: int, device: torch.device,
-            share_prefix: bool = False) -> MicroBatch:
-    """Right-pad datums into one micro-batch (TRL's `pad`); padding gets mask 0.
+            share_prefix: bool = False, pack: bool = False) -> MicroBatch:
+    """Right-pad datums into one micro-batch (as TRL's `pad` does); padding gets mask 0.
 
     With `share_prefix`, datums that start with the same untrained tokens (a group's prompt) get
     that prefix once in `prefix_ids` and their rows hold only the tokens after it, when that saves
-    enough work (`shared_prefix.plan_shared_prefix`); otherwise the plain layout."""
+    enough work (`shared_prefix.plan_shared_prefix`); otherwise the plain layout. With `pack`, the
+    micro-batch also carries the padding-free layout of its rows (`packed_tails.py`), which
+    `token_logprobs` uses where the model and the rows' sizes allow. Built with whole-array numpy
+    operations (a per-row tensor loop cost ~50 ms for 256 rows)."""
     tokens = [d.model_input.to_ints() for d in data]
     plan = None
     if share_prefix:
         keys = [prefix_key(t, d.loss_fn_inputs["mask"]) for t, d in zip(tokens, data)]
         plan = plan_shared_prefix(tokens, keys)
-    split = plan.split if plan is not None else [0] * len(data)
+    split = np.asarray(plan.split if plan is not None else [0] * len(data), dtype=np.int64)
+    rows = _Ragged([len(t) for t in tokens], split)
 
-    def field(key: str, dtype) -> torch.Tensor:
-        return pad([torch.as_tensor(d.loss_fn_inputs[key][s:], dtype=dtype)
-                    for d, s in zip(data, split)], 0).to(device)
+    def field(values: Sequence, dtype, fill) -> torch.Tensor:
+        return torch.from_numpy(rows.padded(values, dtype, fill)).to(device)
 
-    ids = [torch.tensor(t[s:], dtype=torch.long) for t, s in zip(tokens, split)]
-    input_ids = pad(ids, pad_token_id).to(device)
-    attention_mask = pad([torch.ones_like(x) for x in ids], 0).to(device)
     mb = MicroBatch(
-        input_ids=input_ids,
-        attention_mask=attention_mask,
-        target_tokens=field("target_tokens", torch.long),
-        sampling_logp=field("logprobs", torch.float32),
-        advantages=field("advantages", torch.float32),
-        mask=field("mask", torch.float32),
+        input_ids=field(tokens, np.int64, pad_token_id),
+        attention_mask=torch.from_numpy(rows.inside.astype(np.int64)).to(device),
+        target_tokens=field([d.loss_fn_inputs["target_tokens"] for d in data], np.int64, 0),
+        sampling_logp=field([d.loss_fn_inputs["logprobs"] for d in data], np.float32, 0),
+        advantages=field([d.loss_fn_inputs["advantages"] for d in data], np.float32, 0),
+        mask=field([d.loss_fn_inputs["mask"] for d in data], np.float32, 0),
     )
+    prefixes = None
     if plan is not None:
-        prefixes = [torch.tensor(p, dtype=torch.long) for p in plan.prefixes]
-        prefix_ids = pad(prefixes, pad_token_id).to(device)
-        prefix_real = pad([torch.ones_like(p) for p in prefixes], 0).to(device)
-        prefix_of_row = torch.tensor(plan.prefix_of_row, dtype=torch.long, device=device)
-        split_B = torch.tensor(split, dtype=torch.long, device=device)
-        mb.prefix_ids, mb.prefix_of_row = prefix_ids, prefix_of_row
-        mb.attention_mask = torch.cat([prefix_real[prefix_of_row], attention_mask], dim=1)
-        mb.position_ids = split_B[:, None] + torch.arange(input_ids.shape[1], device=device)
+        prefixes = _Ragged([len(p) for p in plan.prefixes], np.zeros(len(plan.prefixes), np.int64))
+        of_row = np.asarray(plan.prefix_of_row, dtype=np.int64)
+        mb.prefix_ids = torch.from_numpy(prefixes.padded(plan.prefixes, np.int64, pad_token_id)).to(device)
+        mb.prefix_of_row = torch.from_numpy(of_row).to(device)
+        mb.attention_mask = torch.from_numpy(np.concatenate(
+            [prefixes.inside[of_row], rows.inside], axis=1).astype(np.int64)).to(device)
+        mb.position_ids = torch.from_numpy(split[:, None] + np.arange(rows.width)).to(device)
+    if pack:
+        _add_packed_layout(mb, tokens, rows, plan, prefixes, device)
     return mb
 
 
+class _Ragged:
+    """Row r's entries `start[r] ..< length[r]` of ragged per-row sequences, as one flat array
+    (`gather`) or right-padded to `[rows, width]` (`padded`); `slots` are the flat entries'
+    positions in the padded layout, `inside` marks them."""
+
+    def __init__(self, lengths: Sequence[int], start: np.ndarray) -> None:
+        self.start = start
+        self.lengths = np.asarray(lengths, dtype=np.int64) - start
+        self.width = max(int(self.lengths.max()) if self.lengths.size else 0, 1)
+        offsets = np.cumsum(self.lengths) - self.lengths
+        self.row_of = np.repeat(np.arange(self.lengths.size), self.lengths)
+        self.column = np.arange(int(self.lengths.sum())) - offsets[self.row_of]
+        self.slots = self.row_of * self.width + self.column
+        self.inside = np.arange(self.width)[None, :] < self.lengths[:, None]
+
+    def gather(self, values: Sequence, dtype) -> np.ndarray:
+        parts = [np.asarray(v, dtype=dtype)[s:] for v, s in zip(values, self.start.tolist())]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    def padded(self, values: Sequence, dtype, fill) -> np.ndarray:
+        out = np.full(self.lengths.size * self.width, fill, dtype=dtype)
+        out[self.slots] = self.gather(values, dtype)
+        return out.reshape(self.lengths.size, self.width)
+
+    def causal(self) -> np.ndarray:
+        """[rows, 1, query, key]: key at or before the query, inside the row."""
+        cols = np.arange(self.width)
+        return (cols[None, :] <= cols[:, None])[None, None] & self.inside[:, None, None, :]
+
+
+def _add_packed_layout(mb: MicroBatch, tokens: list[list[int]], rows: _Ragged, plan,
+                       prefixes: _Ragged | None, device: torch.device) -> None:
+    """The padding-free layout of `packed_tails.py`: prefixes' tokens, then each row's own."""
+    from trainers.grpo.packed_tails import PackedLayout
+
+    def tensor(x: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(np.ascontiguousarray(x)).to(device)
+
+    layout = PackedLayout(rows=rows.lengths.size, width=rows.width, flat_index=tensor(rows.slots),
+                          own_allowed=tensor(rows.causal()))
+    ids = rows.gather(tokens, np.int64)
+    positions = rows.start[rows.row_of] + rows.column
+    if plan is not None:
+        of_row = np.asarray(plan.prefix_of_row, dtype=np.int64)
+        groups = len(plan.prefixes)
+        layout.prefixes, layout.prefix_width = groups, prefixes.width
+        layout.prefix_index = tensor(prefixes.slots)
+        layout.prefix_causal = tensor(prefixes.causal())
+        layout.prefix_allowed = tensor(prefixes.inside[of_row][:, None, None, :])
+        layout.prefix_of_row = tensor(of_row)
+        n = layout.rows
+        if n % groups == 0 and np.array_equal(of_row, np.repeat(np.arange(groups), n // groups)):
+            layout.group_size = n // groups  # equal consecutive runs: no per-row key copies
+        ids = np.concatenate([prefixes.gather(plan.prefixes, np.int64), ids])
+        positions = np.concatenate([prefixes.column, positions])
+    mb.packed_ids = tensor(ids)
+    mb.packed_positions = tensor(positions)
+    mb.layout = layout
+
+
 def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p(target) [B, T], logits [B, T, V] in float32). Logits are divided by the sampling
-    temperature, as the sampler did, so the ratio p/q compares the same distributions. A
-    micro-batch with a shared prefix runs it once and each row's tail against its KV cache."""
+    """(log p(target) [B, T], logits [B, T, V] in float32; padding positions 0). Logits are
+    divided by the sampling temperature, as the sampler did, so the ratio p/q compares the same
+    distributions. A micro-batch with a shared prefix runs it once and each row's tail against
+    its KV cache; one with a packed layout that fits (`packed_tails.py`) feeds only real tokens."""
+    if mb.layout is not None:
+        from trainers.grpo import packed_tails
+
+        heads = int(getattr(packed_tails.base_model(model).config, "num_attention_heads", 1))
+        prefix_width = 0 if mb.prefix_ids is None else int(mb.prefix_ids.shape[1])
+        if packed_tails.supports_packing(model) and packed_tails.packed_fits(
+                mb.layout.rows, mb.layout.width, prefix_width, heads):
+            logp, logits = _packed_token_logprobs(model, mb, temperature)
+            flat = mb.layout.flat_index
+            if packed_tails.verified(model, logp.reshape(-1)[flat],
+                                     lambda: _padded_token_logprobs(model, mb, temperature)[0]
+                                     .reshape(-1)[flat]):
+                return logp, logits
+    return _padded_token_logprobs(model, mb, temperature)
+
+
+def _packed_token_logprobs(model, mb: MicroBatch, temperature: float):
+    from trainers.grpo import packed_tails
+
+    layout = mb.layout
+    logits_N = packed_tails.packed_logits(model, mb.packed_ids, mb.packed_positions, layout).float()
+    flat = layout.flat_index
+    targets_N = mb.target_tokens.reshape(-1)[flat]
+    # one row of N tokens: TRL's helper loops over rows, so [1, N, V] is one logsumexp call
+    logp_N = selective_log_softmax(logits_N[None], targets_N[None], temperature=temperature)[0]
+    rows, width = layout.rows, layout.width
+    logp = logp_N.new_zeros(rows * width).index_copy(0, flat, logp_N).view(rows, width)
+    logits = logits_N.new_zeros((rows * width, logits_N.shape[-1])).index_copy(0, flat, logits_N)
+    return logp, logits.view(rows, width, -1)
+
+
+def _padded_token_logprobs(model, mb: MicroBatch, temperature: float):
     if mb.prefix_ids is None:
         logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
     else:
@@ -259,7 +359,7 @@ def forward_backward(
                 loss = model(input_ids=dummy).logits.sum() * 0.0
                 accelerator.backward(loss)
                 continue
-            mb = collate(chunk, pad_token_id, device, share)
+            mb = collate(chunk, pad_token_id, device, share, pack=cfg.pack_rows)
             logp, logits = token_logprobs(model, mb, cfg.temperature)
             ref_logp = None
             if ref_model is not None:
@@ -322,8 +422,31 @@ def env_tokenizer_and_stops(cfg: GRPOConfig) -> tuple[Any, list[int]]:
     return tok, stops
 
 
+@functools.lru_cache(maxsize=256)
+def single_turn_env(env_id: str) -> bool:
+    """True when the registered env's card says single-turn: its episodes never send a prompt that
+    extends an earlier one, so the HF sampler need not keep KV caches for a next turn (copying
+    every row's cache out of the batch cost ~10% of a single-turn step). False when unknown."""
+    import gymnasium as gym
+
+    try:
+        from llm_gym.text_env import resolve_source
+
+        source = gym.spec(env_id.rpartition(":")[2]).kwargs.get("source")
+        card = resolve_source(source).card if source else None
+    except Exception:  # noqa: BLE001 - unknown envs (bridges, third parties) keep the cache
+        return False
+    return card is not None and card.multi_turn is False
+
+
+def builder_single_turn(builder) -> bool:
+    """True for a `GymEnvGroupBuilder` of a registered single-turn env; False when unknown."""
+    env_id = getattr(builder, "env_id_or_factory", None)
+    return isinstance(env_id, str) and single_turn_env(env_id)
+
+
 def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: float,
-                 seed: int, max_batch_size: int):
+                 seed: int, max_batch_size: int, multi_turn: bool = True):
     if cfg.sampler == "vllm":
         from trainers.grpo import vllm_backend
 
@@ -334,7 +457,7 @@ def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: 
     return HFSampler(model, temperature=temperature, max_tokens=cfg.max_tokens,
                      stop_token_ids=stop_ids, pad_token_id=pad_id,
                      max_batch_size=max_batch_size, device=device, seed=seed,
-                     reuse_kv=cfg.kv_reuse)
+                     reuse_kv=cfg.kv_reuse and multi_turn)
 
 
 def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None,
@@ -354,7 +477,8 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
         was_training = policy_model.training
         policy_model.eval()
         sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id, 0.0,
-                               EVAL_SEED, max(len(builders), 1))
+                               EVAL_SEED, max(len(builders), 1),
+                               multi_turn=not single_turn_env(cfg.env))
         groups = rollout_groups(builders, sampler, RolloutLimits(max_turns=cfg.max_turns),
                                 on_group_done=(lambda: bar.update(1)) if show else None)
         policy_model.train(was_training)
@@ -542,7 +666,8 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id,
                                    cfg.temperature,
                                    seed=step_seed(cfg.seed, step, accelerator.process_index),
-                                   max_batch_size=max(len(builders) * cfg.group_size, 1))
+                                   max_batch_size=max(len(builders) * cfg.group_size, 1),
+                                   multi_turn=not all(map(builder_single_turn, builders)))
             groups = rollout_groups(builders, sampler, limits)
         t_sample = time.monotonic() - t0
         stats = group_stats(groups)

@@ -112,7 +112,15 @@ def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = No
                    on_group_done: Callable[[], None] | None = None) -> list[TrajectoryGroup]:
     """Roll out all groups concurrently, so the sampler sees them as one batch;
     `on_group_done()` is called as each group finishes (for a progress bar)."""
-    return asyncio.run(_rollout_groups(list(builders), policy, limits, on_group_done))
+    groups: list[TrajectoryGroup] = []
+
+    async def main() -> None:
+        # The result travels outside the task: asyncio.run reprs its main task when it restores
+        # the SIGINT handler, and the repr of a task holding a batch of trajectories cost ~2 ms.
+        groups.extend(await _rollout_groups(list(builders), policy, limits, on_group_done))
+
+    asyncio.run(main())
+    return groups
 
 
 def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:

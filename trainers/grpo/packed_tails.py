@@ -34,7 +34,8 @@ import torch
 
 ATTENTION_NAME = "llm_gym_packed_tails"
 # Largest score tensor (rows x heads x width x (prefix + width) elements) the packed path builds;
-# eager attention keeps ~3 such tensors for backward. Past it, SDPA over padded rows is cheaper.
+# eager attention keeps ~3 such tensors for backward, and they grow with the row width squared;
+# past it, SDPA's blocked kernel over padded rows keeps memory flat.
 MAX_SCORE_ELEMENTS = 1 << 24
 # packed vs plain logprobs on the first micro-batch: float32, and bf16/fp16 weights or autocast
 VERIFY_ATOL = {torch.float32: 1e-4, "low": 5e-2}

@@ -81,6 +81,32 @@ def pack_micro_batches(keys: Sequence[Hashable], size: int) -> list[list[int]]:
     return [b for b in batches if b]
 
 
+def split_by_tokens(batches: list[list[int]], lengths: Sequence[int], keys: Sequence[Hashable],
+                    shared: Sequence[int], budget: int) -> list[list[int]]:
+    """Each micro-batch cut, in order, so that no piece's tokens pass `budget` (0: no cut): a row
+    costs its length, less `shared[i]` (its shareable prefix's length) when a row with the same key
+    is already in the piece. A single row over the budget stays a piece of its own."""
+    if budget <= 0:
+        return batches
+    out: list[list[int]] = []
+    for batch in batches:
+        piece: list[int] = []
+        seen: set = set()
+        cost = 0
+        for i in batch:
+            row = lengths[i] - (shared[i] if keys[i] in seen else 0)
+            if piece and cost + row > budget:
+                out.append(piece)
+                piece, seen, cost = [], set(), 0
+                row = lengths[i]
+            piece.append(i)
+            seen.add(keys[i])
+            cost += row
+        if piece:
+            out.append(piece)
+    return out
+
+
 @dataclass
 class PrefixPlan:
     """How one micro-batch is split: `prefixes[c]` runs once; row r continues prefix

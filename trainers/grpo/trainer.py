@@ -75,6 +75,7 @@ from trainers.grpo.shared_prefix import (
     plan_shared_prefix,
     prefix_key,
     shared_prefix_logits,
+    split_by_tokens,
     supports_shared_prefix,
 )
 
@@ -347,7 +348,7 @@ def forward_backward(
     world = accelerator.num_processes
     params = LossParams(cfg.clip_eps_low, cfg.clip_eps_upper, cfg.dro_beta)
     share = cfg.share_prefix and supports_shared_prefix(model)
-    micro = micro_batches(data, cfg.micro_batch_size, share)
+    micro = micro_batches(data, cfg.micro_batch_size, share, cfg.micro_batch_tokens)
     local = torch.tensor(
         [len(data), float(sum(d.loss_fn_inputs["mask"].sum() for d in data)), len(micro)],
         device=device, dtype=torch.float64)
@@ -398,14 +399,22 @@ def forward_backward(
     }
 
 
-def micro_batches(data: Sequence[Datum], size: int, share_prefix: bool) -> list[list[Datum]]:
-    """This rank's micro-batches of at most `size` datums. With `share_prefix`, a group (a run of
+def micro_batches(data: Sequence[Datum], size: int, share_prefix: bool,
+                  max_tokens: int = 0) -> list[list[Datum]]:
+    """This rank's micro-batches of at most `size` datums and (when `max_tokens` > 0) about
+    `max_tokens` tokens (`shared_prefix.split_by_tokens`). With `share_prefix`, a group (a run of
     datums with the same untrained prefix) is not split across micro-batches where it fits in one,
     so its prompt is computed once."""
-    if not share_prefix:
-        return [list(data[i:i + size]) for i in range(0, len(data), size)]
-    keys = [prefix_key(d.model_input.to_ints(), d.loss_fn_inputs["mask"]) for d in data]
-    return [[data[i] for i in idx] for idx in pack_micro_batches(keys, size)]
+    tokens = [d.model_input.to_ints() for d in data]
+    if share_prefix:
+        keys = [prefix_key(t, d.loss_fn_inputs["mask"]) for t, d in zip(tokens, data)]
+        batches = pack_micro_batches(keys, size)
+    else:
+        keys = list(range(len(data)))  # nothing shared: every row costs its full length
+        batches = [list(range(i, min(i + size, len(data)))) for i in range(0, len(data), size)]
+    batches = split_by_tokens(batches, [len(t) for t in tokens], keys,
+                              [len(k) if share_prefix else 0 for k in keys], max_tokens)
+    return [[data[i] for i in idx] for idx in batches]
 
 
 # ------------------------------------------------------------------------------------------------

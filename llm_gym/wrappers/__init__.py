@@ -9,13 +9,16 @@
   TextArena, SkyRL-gym, or a duck-typed `reset`/`step` object) as a token env.
 - `PaddedTokens`: a fixed-shape `Dict`/`MultiDiscrete` view of a token env for Stable-Baselines3,
   torchrl and Tianshou.
+- `ToolActionsEnv` / `ToolActionsSource` / `register_tool_actions`: any multi-turn env played through
+  one `act(message)` tool, as TRL's `environment_factory` path plays it.
 """
 
 from llm_gym.wrappers.from_text import FromText, StringEnvSource
 from llm_gym.wrappers.grouping import GymEnvAdapter, GymEnvGroupBuilder, GymRLDataset
 from llm_gym.wrappers.padded import PaddedTokens
 from llm_gym.wrappers.text import TextActions
+from llm_gym.wrappers.tool_actions import ToolActionsEnv, ToolActionsSource, register_tool_actions
 from llm_gym.wrappers.vector import GroupAdvantages
 
 __all__ = ["FromText", "GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "PaddedTokens",
-           "StringEnvSource", "TextActions"]
+           "StringEnvSource", "TextActions", "ToolActionsEnv", "ToolActionsSource", "register_tool_actions"]

@@ -223,3 +223,15 @@ def test_episode_metrics_are_logged_as_env_means():
     many = TrajectoryGroup([traj({f"k{i:02d}": 1.0 for i in range(50)})], [0.0], [{}])
     assert len(episode_metric_means([many])) == MAX_ENV_METRICS
     assert episode_metric_means([]) == {}
+
+
+def test_group_stats_counts_constant_groups_as_constant():
+    """Eight equal float rewards have a float32 std of ~6e-8; such a group is still constant (the
+    constant-group filter drops it), so it must not count in `frac_mixed_groups`."""
+    from llm_gym.rl import Trajectory, TrajectoryGroup
+    from trainers.grpo.trainer import group_stats
+
+    constant = TrajectoryGroup([Trajectory([], None) for _ in range(8)], [-0.8] * 8, [{}] * 8)
+    mixed = TrajectoryGroup([Trajectory([], None) for _ in range(2)], [0.0, 1.0], [{}] * 2)
+    stats = group_stats([constant, mixed])
+    assert stats["mixed_groups"] == 1.0 and stats["groups"] == 2.0

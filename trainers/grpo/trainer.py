@@ -134,7 +134,9 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     std_P = nanstd(rewards_PG, dim=1) if len(groups) else torch.zeros(0)
     return {
         "group_std_sum": float(torch.nan_to_num(std_P).sum()),
-        "mixed_groups": float((std_P > 0).sum()),
+        # equal rewards exactly, as the constant-group filter decides (a float32 std of eight equal
+        # -0.8s is ~6e-8, which counted every constant group as mixed)
+        "mixed_groups": float(sum(len(set(g.get_total_rewards())) > 1 for g in groups)),
         "groups": float(len(groups)),
         "reward_sum": float(sum(rewards)),
         "correct_sum": float(sum(correct)),

@@ -159,3 +159,26 @@ def test_a_model_the_packed_forward_gets_wrong_falls_back_with_a_warning(monkeyp
     assert packed_tails._verdicts[model] is False and not packed_tails.supports_packing(model)
     _assert_same(padded, first)  # the micro-batch that failed the check was redone padded
     _assert_same(padded, _fb(model, data, pack=True))  # and later ones never try again
+
+
+def test_a_model_whose_first_packed_forward_raises_falls_back_with_a_warning(monkeypatch):
+    model = _tiny()
+    data = _equal_groups()
+    padded = _fb(model, data, pack=False)
+
+    def broken(*a, **k):
+        raise TypeError("forward() got an unexpected keyword argument 'llm_gym_packed'")
+
+    monkeypatch.setattr(packed_tails, "packed_logits", broken)
+    with pytest.warns(RuntimeWarning, match="padding-free training forward failed"):
+        first = _fb(model, data, pack=True)
+    assert packed_tails._verdicts[model] is False
+    _assert_same(padded, first)
+    # a model that passed its check does not hide later errors
+    other = _tiny()
+    monkeypatch.undo()
+    _fb(other, data, pack=True)
+    assert packed_tails._verdicts[other] is True
+    monkeypatch.setattr(packed_tails, "packed_logits", broken)
+    with pytest.raises(TypeError, match="llm_gym_packed"):
+        _fb(other, data, pack=True)

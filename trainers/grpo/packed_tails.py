@@ -214,6 +214,19 @@ def packed_logits(model: torch.nn.Module, input_ids_M: torch.Tensor, position_id
     return logits if extra or not n_pre else logits[n_pre:]
 
 
+def untested(model: torch.nn.Module) -> bool:
+    """True until `verified` or `reject` has decided for this model."""
+    return base_model(model) not in _verdicts
+
+
+def reject(model: torch.nn.Module, why: str) -> None:
+    """Switch packing off for this model, with one warning (its first packed forward failed)."""
+    base = base_model(model)
+    _verdicts[base] = False
+    warnings.warn(f"padding-free training forward failed on {type(base).__name__} ({why}); using "
+                  "the plain forward for this model", RuntimeWarning, stacklevel=3)
+
+
 def verified(model: torch.nn.Module, packed_logp: torch.Tensor, plain_logp) -> bool:
     """Record (once per model) whether the packed forward reproduced the plain one; warn and
     switch packing off for this model when it did not. `plain_logp` is called only the first

@@ -296,12 +296,18 @@ def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Ten
         prefix_width = 0 if mb.prefix_ids is None else int(mb.prefix_ids.shape[1])
         if packed_tails.supports_packing(model) and packed_tails.packed_fits(
                 mb.layout.rows, mb.layout.width, prefix_width, heads):
-            logp, logits = _packed_token_logprobs(model, mb, temperature)
-            flat = mb.layout.flat_index
-            if packed_tails.verified(model, logp.reshape(-1)[flat],
-                                     lambda: _padded_token_logprobs(model, mb, temperature)[0]
-                                     .reshape(-1)[flat]):
-                return logp, logits
+            try:
+                logp, logits = _packed_token_logprobs(model, mb, temperature)
+            except Exception as exc:  # noqa: BLE001 - only a model's first packed forward
+                if not packed_tails.untested(model):  # once it has passed, errors are bugs
+                    raise
+                packed_tails.reject(model, f"{type(exc).__name__}: {exc}")
+            else:
+                flat = mb.layout.flat_index
+                if packed_tails.verified(model, logp.reshape(-1)[flat],
+                                         lambda: _padded_token_logprobs(model, mb, temperature)[0]
+                                         .reshape(-1)[flat]):
+                    return logp, logits
     return _padded_token_logprobs(model, mb, temperature)
 
 

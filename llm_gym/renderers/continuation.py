@@ -303,7 +303,16 @@ class _TemplateTurns(_Turns):
         return self.renderer.build_supervised_example(messages)[0].to_ints()
 
     def next(self, prev, action, messages, k, fallback):
-        fresh = self._render(messages, True)
+        try:
+            fresh = self._render(messages, True)
+        except Exception:  # noqa: BLE001 - the template refused this conversation
+            # Mistral's templates refuse an assistant turn with empty content, which a garbage reply
+            # parses to: render such turns as one space and start a new datum, rather than crash.
+            blank = [dict(m, content=" ") if m.get("role") == "assistant" and not m.get("content")
+                     and not m.get("tool_calls") else m for m in messages]
+            if blank == messages:
+                raise
+            return ModelInput._trusted(tuple(self._render(blank, True))), NEW_DATUM
         prev_ids = prev.to_ints()
         n, m = len(prev_ids), len(action)
         if fresh[:n] == prev_ids and fresh[n:n + m] == action and len(fresh) > n + m:

@@ -235,3 +235,24 @@ def test_group_stats_counts_constant_groups_as_constant():
     mixed = TrajectoryGroup([Trajectory([], None) for _ in range(2)], [0.0, 1.0], [{}] * 2)
     stats = group_stats([constant, mixed])
     assert stats["mixed_groups"] == 1.0 and stats["groups"] == 2.0
+
+
+def test_an_optimizer_step_moves_every_trained_parameters_version(warm_model, tmp_path, monkeypatch):
+    """The vLLM weight push and the HF sampler's KV reuse detect new weights by tensor version
+    counters; an optimizer whose kernel skips them (torch's fused AdamW does) would leave both on
+    the old weights."""
+    import trainers.grpo.trainer as trainer_mod
+
+    seen: list[list[int]] = []
+    real_step = torch.optim.AdamW.step
+
+    def step(self, *a, **k):
+        before = [p._version for g in self.param_groups for p in g["params"] if p.grad is not None]
+        out = real_step(self, *a, **k)
+        after = [p._version for g in self.param_groups for p in g["params"] if p.grad is not None]
+        seen.append([int(b < c) for b, c in zip(before, after)])
+        return out
+
+    monkeypatch.setattr(torch.optim.AdamW, "step", step)
+    trainer_mod.train(_math_cfg(warm_model, tmp_path, steps=2))
+    assert seen and all(flags and all(flags) for flags in seen)

@@ -64,6 +64,7 @@ from typing import Any, Sequence
 import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
+from trainers._attention import base_model, using_attention
 from trainers.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["HFSampler", "SamplerStats"]
@@ -73,7 +74,6 @@ _CACHE_KIND: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[bool, int]]" = we
 # The attention function of shared-prompt decode steps, and the forward kwarg carrying its layout.
 _SHARED_ATTENTION = "llm_gym_shared_prompt_decode"
 _SHARED_KW = "llm_gym_shared_prompts"
-_shared_registered = False
 # model -> can its decode run through `_shared_prompt_attention`? (`HFSampler._shared_decode_ok`)
 _SHARED_OK: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
 
@@ -292,13 +292,8 @@ class HFSampler(BatchingCompleter):
         if shared is None:
             out = self.model(**kwargs)
         else:  # a decode step of rows that share prompts: the layout rides along to attention
-            config = _base_model(self.model).config
-            old = config._attn_implementation
-            config._attn_implementation = _SHARED_ATTENTION
-            try:
+            with using_attention(self.model, _SHARED_ATTENTION, _shared_prompt_attention):
                 out = self.model(**kwargs, **{_SHARED_KW: shared})
-            finally:
-                config._attn_implementation = old
         new_cache = getattr(out, "cache", None)
         if new_cache is None:
             new_cache = out.past_key_values
@@ -549,7 +544,7 @@ class HFSampler(BatchingCompleter):
         full attention everywhere (the cache check already rules out sliding and recurrent
         layers; a configured sliding window is ruled out here too)."""
         if self._shared_decode is None:
-            base = _base_model(self.model)
+            base = base_model(self.model)
             verdict = _SHARED_OK.get(base)
             if verdict is None:
                 config = getattr(base, "config", None)
@@ -562,8 +557,6 @@ class HFSampler(BatchingCompleter):
                              and getattr(config, "use_sliding_window", True))
                     and sorted(m.layer_idx for m in attn) == list(range(self._num_cache_layers)))
             self._shared_decode = verdict
-        if self._shared_decode:
-            _register_shared_attention()
         return self._shared_decode
 
     def _string_stop_hits(
@@ -681,21 +674,6 @@ def _shared_prompt_attention(module, query, key, value, attention_mask, scaling,
         out = torch.matmul(p_own, value)
     out = out + per_row(torch.bmm(grouped(p_pre), layout.values[layer]))
     return out.view(rows, heads, t, dim).transpose(1, 2), None
-
-
-def _register_shared_attention() -> None:
-    global _shared_registered
-    if not _shared_registered:
-        from transformers import AttentionInterface
-
-        AttentionInterface.register(_SHARED_ATTENTION, _shared_prompt_attention)
-        _shared_registered = True
-
-
-def _base_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The transformers model under a PEFT wrapper (whose config the attention switch edits)."""
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
 
 
 _BUFFER_CACHE_CLASS: Any = None

@@ -24,13 +24,14 @@ the first micro-batch each model sees and falls back, with one warning, where th
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import warnings
 import weakref
 from dataclasses import dataclass
 
 import torch
+
+from trainers._attention import base_model, using_attention
 
 ATTENTION_NAME = "llm_gym_packed_tails"
 # Largest score tensor (rows x heads x width x (prefix + width) elements) the packed path builds;
@@ -40,7 +41,6 @@ MAX_SCORE_ELEMENTS = 1 << 24
 # packed vs plain logprobs on the first micro-batch: float32, and bf16/fp16 weights or autocast
 VERIFY_ATOL = {torch.float32: 1e-4, "low": 5e-2}
 
-_registered = False
 _verdicts: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
 
 
@@ -153,23 +153,6 @@ def _packed_attention(module, query, key, value, attention_mask, scaling, dropou
     return torch.cat([out_p, _pack(out, layout.flat_index)])[None], None
 
 
-def _register() -> None:
-    global _registered
-    if not _registered:
-        from transformers import AttentionInterface
-
-        AttentionInterface.register(ATTENTION_NAME, _packed_attention)
-        _registered = True
-
-
-def base_model(model: torch.nn.Module) -> torch.nn.Module:
-    """The transformers model under DDP / DataParallel / PEFT wrappers."""
-    if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
-        model = model.module
-    get_base = getattr(model, "get_base_model", None)
-    return get_base() if callable(get_base) else model
-
-
 def supports_packing(model: torch.nn.Module) -> bool:
     """Cheap structural test (the numeric one is `verified`): a transformers model with per-layer
     attention modules that the packed attention can drive, no sliding window, no padding-aware
@@ -186,28 +169,16 @@ def supports_packing(model: torch.nn.Module) -> bool:
     return bool(attn)
 
 
-@contextlib.contextmanager
-def _attention(model: torch.nn.Module, name: str):
-    config = base_model(model).config
-    old = config._attn_implementation
-    config._attn_implementation = name
-    try:
-        yield
-    finally:
-        config._attn_implementation = old
-
-
 def packed_logits(model: torch.nn.Module, input_ids_M: torch.Tensor, position_ids_M: torch.Tensor,
                   layout: PackedLayout) -> torch.Tensor:
     """Logits [N, V] of the rows' packed tokens (one model call over prefixes + rows,
     `use_cache=False`; the prefixes' logits are not computed where the model takes
     `logits_to_keep`)."""
-    _register()
     n_pre = layout.prefix_tokens
     extra = {}
     if n_pre and "logits_to_keep" in inspect.signature(base_model(model).forward).parameters:
         extra["logits_to_keep"] = torch.arange(n_pre, input_ids_M.numel(), device=input_ids_M.device)
-    with _attention(model, ATTENTION_NAME):
+    with using_attention(model, ATTENTION_NAME, _packed_attention):
         out = model(input_ids=input_ids_M[None], position_ids=position_ids_M[None], use_cache=False,
                     llm_gym_packed=layout, **extra)
     logits = out.logits[0]

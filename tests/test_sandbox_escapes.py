@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import tempfile
 import warnings
 
@@ -270,6 +271,61 @@ print("main exits", flush=True)
 def test_background_processes_die_with_the_run(sb, close):
     r = _run(sb, BACKGROUND.format(close=close), timeout=30)
     assert r.stdout == "main exits\n" and r.exit == 0 and not r.timed_out, r
+
+
+def test_a_daemon_forking_as_the_run_ends_never_slips_through(sb):
+    """The race behind a CI failure: the main process exits while its daemon child is forking
+    and exiting. A /proc scan that lists the child, then finds it gone (it forked and exited)
+    when reading its status, never saw the grandchild. Before `kill_uid` (one `kill(-1)` as the
+    run's uid), ~1 run in 5 left the grandchild alive under load; repeated here."""
+    code = BACKGROUND.format(close=True)
+    for _ in range(30):
+        _run(sb, code, timeout=30)
+
+
+def test_kill_uid_ends_every_process_of_the_uid_and_nothing_else():
+    """`kill_uid` signals a whole process tree of a leased uid in one pass, and spares another
+    uid's processes (a neighbour run's)."""
+    import subprocess
+    import time
+
+    from llm_gym.sandbox.identity import Identity, kill_uid, lease, processes_of
+
+    if not ROOT:
+        pytest.skip("leased uids need root")
+    mine, other = lease(), lease()
+    tree = "import os, time\nfor _ in range(3):\n    os.fork()\ntime.sleep(600)\n"
+    procs = []
+    try:
+        for ident in (mine, other):
+            procs.append(
+                subprocess.Popen(
+                    [*ident.command_prefix(), sys.executable, "-c", tree], **ident.popen_kwargs()
+                )
+            )
+        for ident in (mine, other):  # 8 processes each, once the forks are done
+            for _ in range(500):
+                if len(processes_of(lambda u, _u=ident.uid: u == _u)) == 8:
+                    break
+                time.sleep(0.01)
+            assert len(processes_of(lambda u, _u=ident.uid: u == _u)) == 8
+        assert kill_uid(mine)
+        procs[0].wait(timeout=30)
+        for _ in range(500):
+            if not processes_of(lambda u: u == mine.uid):
+                break
+            time.sleep(0.01)
+        assert processes_of(lambda u: u == mine.uid) == []
+        assert len(processes_of(lambda u: u == other.uid)) == 8
+    finally:
+        for ident in (mine, other):
+            kill_uid(ident)
+        for p in procs:
+            p.wait(timeout=30)
+        mine.release()
+        other.release()
+    with pytest.raises(ValueError, match="leased uid"):
+        kill_uid(Identity(os.geteuid(), os.getegid(), leased=False))
 
 
 def test_too_many_open_files_is_refused(sb):

@@ -5,8 +5,9 @@ free uid of a reserved range (default 1,900,000,000 + 0..1023, override with
 `LLM_GYM_SANDBOX_UIDS=START-END`), held by an `flock` on a root-only file for the run's lifetime --
 so concurrent runs, in this process or another, never share a uid, and a crashed host frees its
 leases. A uid of its own makes the process limit exact and cleanup complete: after a run, every
-process of that uid is SIGKILLed through a pidfd (no pid-reuse race) and, for the rlimit fallback,
-whatever it left in the world-writable directories is removed. Not root, the code runs as the
+process of that uid is SIGKILLed at once by a `kill(-1)` sent as that uid (`kill_uid`: no fork can
+slip past it), then rescanned and SIGKILLed through a pidfd (no pid-reuse race) until none is
+left and, for the rlimit fallback, whatever it left in the world-writable directories is removed. Not root, the code runs as the
 caller's own uid (`Identity.leased` is False) and the sweeps fall back to a per-run marker in the
 environment. `command_prefix`/`popen_kwargs` turn an identity into how to spawn as it (`setpriv`
 when present, which keeps `subprocess`'s fast vfork path).
@@ -20,6 +21,8 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -28,6 +31,7 @@ __all__ = [
     "Identity",
     "count_processes",
     "kill_processes",
+    "kill_uid",
     "lease",
     "processes_of",
     "remove_files_of",
@@ -259,6 +263,53 @@ def kill_processes(match_uid, *, marker: bytes | None = None, rounds: int = 200)
             time.sleep(min(0.001 * i, 0.01))
         killed.update(pids)
     return len(killed)
+
+
+def kill_uid(ident: Identity, *, attempts: int = 3) -> bool:
+    """SIGKILL every process of a leased uid at once: a short-lived process that switches to the
+    uid calls `kill(-1, SIGKILL)`, which the kernel delivers to every process the uid may signal
+    in one pass under the task list lock -- a fork racing it either completes first (and its
+    child is signalled too) or is aborted. A /proc scan alone cannot promise that: a process
+    listed, then gone after forking before its status is read, hands its uid to a child the scan
+    never saw (a daemon's fork-and-exit did exactly that, ~1 run in 10 under load). The code can
+    signal that killer too (it runs as the same uid), so it is retried while it dies by a signal;
+    `kill_processes` runs after it in any case. Returns whether a killer ran to its end."""
+    if not ident.leased:
+        raise ValueError("kill_uid needs a leased uid: kill(-1) as the caller would hit the caller")
+    argv = _killer_argv()
+    prefix = ident.command_prefix()
+    for _ in range(attempts):
+        try:
+            proc = subprocess.run(
+                prefix + argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={"PATH": "/usr/bin:/bin"},
+                cwd="/",
+                close_fds=True,
+                timeout=10,
+                **ident.popen_kwargs(),
+            )
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if proc.returncode >= 0:  # procps exits 1 after kill(-1) even when it signalled: done
+            return True
+    return False
+
+
+def _killer_argv() -> list[str]:
+    global _KILLER
+    if _KILLER is None:
+        kill = shutil.which("kill", path="/usr/bin:/bin")
+        if kill is not None:
+            _KILLER = [kill, "-9", "-1"]  # the one spelling procps, util-linux and busybox share
+        else:  # no procps: the interpreter (slower to start, always there)
+            _KILLER = [sys.executable, "-S", "-I", "-c", "import os, signal; os.kill(-1, signal.SIGKILL)"]
+    return _KILLER
+
+
+_KILLER: list[str] | None = None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import os
 import tempfile
 
 from .execution import Job, Launch, _close, _killpg, base_env, memfd
-from .identity import count_processes, kill_processes, lease, remove_files_of, rmtree
+from .identity import count_processes, kill_processes, kill_uid, lease, remove_files_of, rmtree
 from .interpreter import Interpreter
 from .launcher import launcher_command, rlimits_for
 
@@ -103,7 +103,8 @@ class _RlimitLaunch(Launch):
         self._swept = True
         ident = self._ident
         if ident.leased:
-            kill_processes(lambda u, _uid=ident.uid: u == _uid)
+            kill_uid(ident)  # atomic: no fork slips between a scan's listing and its kill
+            kill_processes(lambda u, _uid=ident.uid: u == _uid)  # and wait until they are gone
         else:
             kill_processes(lambda u, _uid=ident.uid: u == _uid, marker=self._marker)
 

@@ -114,6 +114,21 @@ def test_packed_layout_holds_only_real_tokens():
                        mb.position_ids.reshape(-1)[mb.layout.flat_index])
 
 
+def test_packed_forward_keeps_logits_packed_for_the_entropy_metric():
+    """The training step's packed forward hands on [N, V] logits of the real tokens (its entropy
+    metric reads them there); only the public `token_logprobs` scatters them into [B, T, V]."""
+    from trainers.grpo.trainer import _token_logprobs, collate, token_logprobs
+
+    model = _tiny()
+    mb = collate(_equal_groups(), PAD, torch.device("cpu"), share_prefix=True, pack=True)
+    with torch.no_grad():
+        logp, logits, flat = _token_logprobs(model, mb, 0.9)
+        logp_pub, logits_pub = token_logprobs(model, mb, 0.9)
+    assert flat is not None and logits.shape == (flat.numel(), 261)
+    assert logits_pub.shape == (*mb.input_ids.shape, 261)
+    assert torch.equal(logits_pub.reshape(-1, 261)[flat], logits) and torch.equal(logp_pub, logp)
+
+
 def test_packed_under_bf16_autocast_stays_close():
     model = _tiny()
     data = _equal_groups()

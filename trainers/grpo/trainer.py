@@ -285,10 +285,34 @@ def _add_packed_layout(mb: MicroBatch, tokens: list[list[int]], rows: _Ragged, p
 
 
 def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """(log p(target) [B, T], logits [B, T, V] in float32; padding positions 0). Logits are
-    divided by the sampling temperature, as the sampler did, so the ratio p/q compares the same
-    distributions. A micro-batch with a shared prefix runs it once and each row's tail against
-    its KV cache; one with a packed layout that fits (`packed_tails.py`) feeds only real tokens."""
+    """(log p(target) [B, T], logits [B, T, V] in float32; padding positions 0). The log-probs
+    use logits divided by the sampling temperature, as the sampler did, so the ratio p/q compares
+    the same distributions (the logits returned are the model's own). A micro-batch with a
+    shared prefix runs it once and each row's tail against its KV cache; one with a packed layout
+    that fits (`packed_tails.py`) feeds only real tokens."""
+    logp, logits, flat = _token_logprobs(model, mb, temperature)
+    if flat is not None:  # packed [N, V]: scattered into the padded layout
+        rows, width = mb.layout.rows, mb.layout.width
+        logits = logits.new_zeros((rows * width, logits.shape[-1])).index_copy(0, flat, logits)
+        logits = logits.view(rows, width, -1)
+    return logp, logits
+
+
+def _trained_entropy_sum(logits: torch.Tensor, flat, mb: MicroBatch, temperature: float):
+    """Sum of the sampling distribution's entropy over the trained (mask 1) positions, from
+    `_token_logprobs`' logits as they come: padded [B, T, V], or packed [N, V] (`flat` maps them
+    into [B*T]) -- so the packed path never builds a padded [B, T, V] copy (1.2 GB in float32
+    for 256 x 8 slots of a 151k vocabulary) just for this metric."""
+    with torch.no_grad():
+        sel = mb.mask.bool()
+        if flat is not None:
+            sel = sel.reshape(-1)[flat]
+        return entropy_from_logits(logits.detach()[sel] / temperature).sum()
+
+
+def _token_logprobs(model, mb: MicroBatch, temperature: float):
+    """(log p [B, T], logits, flat): logits [B, T, V] with `flat` None, or the packed forward's
+    [N, V] for the real tokens with `flat` their positions in the flattened [B*T]."""
     if mb.layout is not None:
         from trainers.grpo import packed_tails
 
@@ -297,7 +321,7 @@ def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Ten
         if packed_tails.supports_packing(model) and packed_tails.packed_fits(
                 mb.layout.rows, mb.layout.width, prefix_width, heads):
             try:
-                logp, logits = _packed_token_logprobs(model, mb, temperature)
+                logp, logits_N = _packed_token_logprobs(model, mb, temperature)
             except Exception as exc:  # noqa: BLE001 - only a model's first packed forward
                 if not packed_tails.untested(model):  # once it has passed, errors are bugs
                     raise
@@ -307,11 +331,12 @@ def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Ten
                 if packed_tails.verified(model, logp.reshape(-1)[flat],
                                          lambda: _padded_token_logprobs(model, mb, temperature)[0]
                                          .reshape(-1)[flat]):
-                    return logp, logits
-    return _padded_token_logprobs(model, mb, temperature)
+                    return logp, logits_N, flat
+    return (*_padded_token_logprobs(model, mb, temperature), None)
 
 
 def _packed_token_logprobs(model, mb: MicroBatch, temperature: float):
+    """(log p [rows, width], logits [N, V] of the real tokens, in float32)."""
     from trainers.grpo import packed_tails
 
     layout = mb.layout
@@ -322,8 +347,7 @@ def _packed_token_logprobs(model, mb: MicroBatch, temperature: float):
     logp_N = selective_log_softmax(logits_N[None], targets_N[None], temperature=temperature)[0]
     rows, width = layout.rows, layout.width
     logp = logp_N.new_zeros(rows * width).index_copy(0, flat, logp_N).view(rows, width)
-    logits = logits_N.new_zeros((rows * width, logits_N.shape[-1])).index_copy(0, flat, logits_N)
-    return logp, logits.view(rows, width, -1)
+    return logp, logits_N
 
 
 def _padded_token_logprobs(model, mb: MicroBatch, temperature: float):
@@ -377,18 +401,17 @@ def forward_backward(
                 accelerator.backward(loss)
                 continue
             mb = collate(chunk, pad_token_id, device, share, pack=cfg.pack_rows)
-            logp, logits = token_logprobs(model, mb, cfg.temperature)
+            logp, logits, flat = _token_logprobs(model, mb, cfg.temperature)
             ref_logp = None
             if ref_model is not None:
                 with torch.no_grad():
-                    ref_logp, _ = token_logprobs(ref_model, mb, cfg.temperature)
+                    ref_logp = _token_logprobs(ref_model, mb, cfg.temperature)[0]
             weights = token_weights(mb.mask, cfg.loss_reduction, num_seqs, num_tokens, world)
             loss, stats = policy_loss(cfg.loss, logp, mb.sampling_logp, mb.advantages, mb.mask,
                                       weights, params, ref_logp, cfg.kl_beta)
             accelerator.backward(loss)
         with torch.no_grad():
-            sel = mb.mask.bool()
-            sums["entropy_sum"] += entropy_from_logits(logits.detach()[sel] / cfg.temperature).sum()
+            sums["entropy_sum"] += _trained_entropy_sum(logits, flat, mb, cfg.temperature)
             sums["loss"] += loss.detach() / world
             sums["tokens"] += mb.mask.sum()
             for k, v in stats.items():

@@ -211,3 +211,45 @@ def test_kept_kv_matches_the_expanded_path_and_serves_the_next_turn(model):
     seconds = [generate(s, nexts[0]) for s in samplers]
     assert_same(*seconds)
     assert samplers[0].stats.cache_hits == len({tuple(p) for p, _, _ in nexts[0]})
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_models_first_shared_decode_step_is_checked_against_the_expanded_path(counters, dtype):
+    """The check passes on a correct model in float32 and in bf16 (whose rounding differs
+    between the two paths: its tolerance must not turn a working model away)."""
+    import warnings
+
+    fresh = _llama(seed=4, initializer_range=0.1).to(getattr(torch, dtype))
+    assert fresh not in sampler_mod._SHARED_VERIFIED
+    calls = groups(PROMPTS, [3, 3, 3], stop=MANY_STOPS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        if dtype == "float32":
+            compare(fresh, calls, counters)
+        else:  # bf16 logprobs differ by more than assert_same's 1e-5: same path, not compared
+            generate(make_sampler(fresh, True), calls)
+    assert fresh in sampler_mod._SHARED_VERIFIED
+
+
+def test_a_shared_decode_that_disagrees_warns_and_the_model_decodes_expanded(monkeypatch, counters):
+    """A wrong shared path (here: its prompt values scaled) is caught at the model's first shared
+    decode step; that generation continues on the expanded path, as do all later ones."""
+    fresh = _llama(seed=5, initializer_range=0.1)
+
+    class Broken(sampler_mod._SharedPrompts):
+        def __init__(self, *args):
+            super().__init__(*args)
+            self.values = [v * 1.5 for v in self.values]
+
+    monkeypatch.setattr(sampler_mod, "_SharedPrompts", Broken)
+    calls = groups(PROMPTS, [4, 2, 3], stop=MANY_STOPS)
+    count = counters(fresh)
+    broken = make_sampler(fresh, True)
+    with pytest.warns(RuntimeWarning, match="expanded path from now on"):
+        out = generate(broken, calls)
+    assert count.shared_forwards == 1  # the checked step only
+    assert sampler_mod._SHARED_OK[fresh] is False and fresh not in sampler_mod._SHARED_VERIFIED
+    assert_same(out, generate(make_sampler(fresh, False), calls))
+    count.shared_forwards = 0
+    generate(make_sampler(fresh, True), calls)
+    assert count.shared_forwards == 0

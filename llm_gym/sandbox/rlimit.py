@@ -9,7 +9,10 @@ limit holds, it cannot signal or read what only root may (the host process, `/ro
 `/etc/shadow`), and after the run every process of that uid is killed and everything it created in
 the world-writable directories is removed. Not root, it runs as the caller -- it can then read the
 caller's files and signal the caller's processes -- and leftovers are found by a per-run marker in
-their environment.
+their environment, rescanning until a scan finds none and saw nothing of the uid exit mid-scan
+(a daemon's fork-and-exit otherwise hid its child from the scan). That sweep is not atomic the way
+the root path's `kill(-1)` is: code that hides its environment (non-dumpable) or forks and exits
+without pause can outlast it -- use bwrap, or root, where that matters.
 """
 
 from __future__ import annotations

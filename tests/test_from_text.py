@@ -5,6 +5,7 @@ property, bad model output turned into a defined reward, seeds and global RNG ha
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import random
 import warnings
@@ -84,6 +85,7 @@ gym.register("test_from_text/Guess-v0", entry_point=_factory_guess)
 
 def test_check_env_is_clean_and_spaces_are_tokens():
     env = gym.make("test_from_text/Guess-v0").unwrapped
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env)

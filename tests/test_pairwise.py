@@ -4,6 +4,7 @@ the rule judge, determinism, splits, knobs, and the single-episode Gymnasium fac
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import itertools
 import warnings
@@ -235,6 +236,7 @@ def test_single_episode_face_has_zero_reward_and_is_check_env_clean():
     ob, info = env.reset(seed=5)
     _, reward, terminated, truncated, info = env.step(np.array(TOK.encode("This is light.") + [260]))
     assert reward == 0.0 and terminated and info["metrics"]["format"] == 1.0
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(ENV_ID).unwrapped)

@@ -10,6 +10,7 @@ Qwen3's own template (it strips `<think>` from earlier turns) shows both fallbac
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import importlib
 import re
@@ -148,6 +149,7 @@ def test_check_env_is_clean_with_the_default_renderer(real_tokenizers, name, env
     path, tok = real_tokenizers(name)
     env = gym.make(env_id, tokenizer=path)
     assert isinstance(env.unwrapped.renderer, ChatTemplateRenderer)  # the default for a template
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(env_id, tokenizer=path, renderer="chat_template").unwrapped)

@@ -3,6 +3,7 @@ and broken third-party catalogs (a warning, never a failed `import llm_gym`)."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -193,6 +194,7 @@ def test_specs_with_requires_register_only_when_the_module_is_importable(tmp_pat
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     try:
+        gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
         with warnings.catch_warnings(record=True) as record:
             warnings.simplefilter("always")
             ids = register_catalogs()

@@ -4,6 +4,7 @@ The escape and abuse table is `test_sandbox_escapes.py`. Skipped only when neith
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import os
 import subprocess
@@ -164,6 +165,7 @@ def test_auto_falls_back_to_rlimit_with_one_warning(monkeypatch):
     if "rlimit" not in BACKENDS:
         pytest.skip("the rlimit backend cannot run here")
     monkeypatch.setattr(sandbox_module, "_warned_weaker", False)
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         first = Sandbox("auto", bwrap="/bin/false")

@@ -3,6 +3,7 @@ rendering, determinism) and the TextActions wrapper, on small test sources."""
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import warnings
 
@@ -265,6 +266,7 @@ def test_compute_group_rewards_delegates_to_the_source():
 def test_check_env_on_a_test_source_has_no_warnings():
     llm_gym.register_env("llmtest/TwoTurn-v0", "tests._gym_sources:TwoTurnSource")
     env = gym.make("llmtest/TwoTurn-v0")
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(env.unwrapped)

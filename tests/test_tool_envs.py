@@ -9,6 +9,7 @@ executor, ids, parse-error policy, max_turns, the runner's seams), check_env and
 
 from __future__ import annotations
 
+import gc
 import asyncio
 import json
 import re
@@ -345,6 +346,7 @@ def test_runner_seams_and_tool_timeout():
 
 @pytest.mark.parametrize("env_id", ["llm/Calculator-v0", "llm/PythonTool-v0"])
 def test_gym_face_check_env_and_determinism(env_id):
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(env_id).unwrapped)
@@ -420,6 +422,7 @@ from tests._real_tokenizers import real_tokenizer_root, real_tokenizers  # noqa:
 
 def test_calculator_on_qwen3_matches_the_template_and_keeps_the_prefix(real_tokenizers):  # noqa: F811
     path, tok = real_tokenizers("qwen3")
+    gc.collect()  # earlier tests' garbage: its ResourceWarnings are not this block's
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make("llm/Calculator-v0", tokenizer=path).unwrapped)

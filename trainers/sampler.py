@@ -250,6 +250,14 @@ class HFSampler(BatchingCompleter):
         # expanded path (tests compare the two). None: not yet checked for this model.
         self._shared_decode: bool | None = None
 
+    @property
+    def context_window(self) -> int | None:
+        """Longest prompt + completion the model was built for (its config's
+        `max_position_embeddings`), None when the model does not say. Past it a RoPE model still
+        runs, on positions it never saw; the trainer ends episodes there (`RolloutLimits`)."""
+        value = getattr(getattr(base_model(self.model), "config", None), "max_position_embeddings", None)
+        return int(value) if isinstance(value, int) and value > 0 else None
+
     # --- KV reuse ------------------------------------------------------------------------------
     def invalidate_cache(self) -> None:
         """Forget every cached sequence (call after changing the weights other than in place; in-place

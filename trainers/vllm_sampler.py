@@ -463,6 +463,12 @@ class VLLMSampler(BatchingCompleter):
         self.requests = 0  # requests sent so far: the counter each request's seed derives from
         self.engine_calls = 0
 
+    @property
+    def context_window(self) -> int:
+        """Longest prompt + completion the engine accepts (`max_model_len`); a longer prompt is
+        refused, so the trainer ends episodes there (`RolloutLimits`)."""
+        return int(self.engine.max_model_len)
+
     # --- validation ----------------------------------------------------------------------------
     def _make_request(
         self, model_input: Any, stop: StopCondition | None, max_tokens: int | None

@@ -45,6 +45,7 @@ import torch
 from llm_gym.rl import (
     Datum,
     RLDataset,
+    StopReason,
     TrajectoryGroup,
     assemble_training_data,
     compute_advantages,
@@ -124,6 +125,16 @@ def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = No
     return groups
 
 
+def rollout_limits(cfg: GRPOConfig, sampler) -> RolloutLimits:
+    """Each episode's bounds: `cfg.max_turns`, and the sampler's context window (the model's
+    `max_position_embeddings`, or the vLLM engine's `max_model_len`) as the trajectory's token
+    budget, so a multi-turn episode whose context grows past it ends there (`StopReason.MAX_TOKENS`,
+    counted as `frac_context_full`) instead of running on positions the model never saw (HF) or
+    crashing the step (vLLM refuses such a prompt)."""
+    return RolloutLimits(max_turns=cfg.max_turns,
+                         max_trajectory_tokens=getattr(sampler, "context_window", None))
+
+
 def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     rewards = [r for g in groups for r in g.get_total_rewards()]
     correct = [trajectory_correct(t) for g in groups for t in g.trajectories_G]
@@ -142,6 +153,8 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
         "correct_sum": float(sum(correct)),
         "episodes": float(len(rewards)),
         "sampled_tokens": float(sum(n_tokens)),
+        "context_full": float(sum(t.stop_reason == StopReason.MAX_TOKENS
+                                  for g in groups for t in g.trajectories_G)),
     }
 
 
@@ -527,7 +540,7 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
         sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id, 0.0,
                                EVAL_SEED, max(len(builders), 1),
                                multi_turn=not single_turn_env(cfg.env))
-        groups = rollout_groups(builders, sampler, RolloutLimits(max_turns=cfg.max_turns),
+        groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler),
                                 on_group_done=(lambda: bar.update(1)) if show else None)
         policy_model.train(was_training)
     bar.close()
@@ -697,7 +710,6 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
 
     bar = tqdm(range(start_step, cfg.steps), initial=start_step, total=cfg.steps,
                disable=not (is_main and cfg.progress), desc="GRPO", dynamic_ncols=True)
-    limits = RolloutLimits(max_turns=cfg.max_turns)
     t_rl = time.monotonic()
 
     def elapsed() -> dict[str, float]:
@@ -719,7 +731,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                                    seed=step_seed(cfg.seed, step, accelerator.process_index),
                                    max_batch_size=max(len(builders) * cfg.group_size, 1),
                                    multi_turn=not all(map(builder_single_turn, builders)))
-            groups = rollout_groups(builders, sampler, limits)
+            groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
         t_sample = time.monotonic() - t0
         stats = group_stats(groups)
         env_metrics = episode_metric_means(groups)
@@ -747,7 +759,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         # 4. metrics
         totals = accelerator.reduce(torch.tensor(
             [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
-             stats["group_std_sum"], stats["mixed_groups"], stats["groups"]],
+             stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
             dtype=torch.float64, device=accelerator.device), "sum").tolist()
         step_seconds = time.monotonic() - t0
         step_metrics = {
@@ -755,6 +767,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
             "group_reward_std": totals[4] / max(totals[6], 1),
             "frac_mixed_groups": totals[5] / max(totals[6], 1),
+            "frac_context_full": totals[7] / max(totals[2], 1),
             "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
             "sample_seconds": t_sample, "step_seconds": step_seconds,
             **env_metrics,

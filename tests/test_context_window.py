@@ -40,6 +40,7 @@ def _rollouts(model_dir, limits_from_sampler: bool):
     model = load_policy(str(model_dir), device="cpu", dtype=torch.float32)[0]
     sampler = HFSampler(model, temperature=1.0, max_tokens=8, stop_token_ids=[258], seed=0)
     cfg = GRPOConfig(model=str(model_dir), env="llm/GuessNumber-v0", max_tokens=8)
+    sampler.max_tokens = 64  # the trainer's limits, not the sampler's default, must cap a turn
     limits = rollout_limits(cfg, sampler) if limits_from_sampler else RolloutLimits(max_turns=cfg.max_turns)
     builders = [GymEnvGroupBuilder("llm/GuessNumber-v0", 4, seed) for seed in (1, 2)]
     return sampler, limits, [t for g in rollout_groups(builders, sampler, limits) for t in g.trajectories_G]
@@ -63,6 +64,8 @@ def test_episodes_end_at_the_window_instead_of_running_past_it(short_window_mode
     assert all(_longest_context(t) <= WINDOW for t in bounded)
     assert any(t.stop_reason == StopReason.MAX_TOKENS for t in bounded)
     assert all(t.transitions for t in bounded)  # the first turn fits: nobody is cut before it
+    # the window bounds the context, not the turn: each turn still samples at most max_tokens
+    assert max(len(tr.ac.tokens) for t in bounded for tr in t.transitions) == 8
 
 
 def test_train_logs_the_fraction_of_episodes_that_filled_the_window(short_window_model, tmp_path):

@@ -340,3 +340,23 @@ def test_ten_grpo_steps_with_vllm_match_hf_trajectory(model_dir, tmp_path):
     # Same shape: the mean train reward over the run is in the same range as HF's.
     mean = lambda rec: sum(r["reward"] for r in rec) / len(rec)  # noqa: E731
     assert abs(mean(vrec) - mean(hrec)) < 0.25
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_vllm_hook(), reason="trainer lacks the vLLM hook (GRPOConfig.vllm_mode)")
+def test_multi_turn_training_with_vllm_stays_inside_the_engines_window(model_dir, tmp_path):
+    """GuessNumber's context grows every turn past the engine's max_model_len (256 tokens here);
+    the engine refuses such a prompt, so the trainer must end those episodes at the window
+    (`rollout_limits`) rather than crash the step."""
+    cli = os.path.join(os.path.dirname(sys.executable), "llm-gym")
+    out = tmp_path / "guess"
+    args = [cli, "train", "--model", model_dir, "--env", "llm/GuessNumber-v0", "--no-sft",
+            "--group-size", "4", "--groups-per-batch", "2", "--max-tokens", "8",
+            "--eval-problems", "2", "--steps", "2", "--seed", "0", "--no-progress",
+            "--output-dir", str(out), "--sampler", "vllm", "--vllm-max-model-len", str(MAX_MODEL_LEN)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = next(p.parent for p in out.rglob("summary.json"))
+    rows = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(0.0 < r["frac_context_full"] <= 1.0 for r in rows)  # episodes reached the window

@@ -131,7 +131,9 @@ def rollout_limits(cfg: GRPOConfig, sampler) -> RolloutLimits:
     budget, so a multi-turn episode whose context grows past it ends there (`StopReason.MAX_TOKENS`,
     counted as `frac_context_full`) instead of running on positions the model never saw (HF) or
     crashing the step (vLLM refuses such a prompt)."""
-    return RolloutLimits(max_turns=cfg.max_turns,
+    # max_turn_tokens: the budget the runner passes each call is min(turn cap, room left in the
+    # window); without the turn cap it would be the whole room, overriding the sampler's max_tokens.
+    return RolloutLimits(max_turns=cfg.max_turns, max_turn_tokens=cfg.max_tokens,
                          max_trajectory_tokens=getattr(sampler, "context_window", None))
 
 

@@ -26,20 +26,20 @@ def prompt_ids(model_input: Any, vocab_rows: int | None, who: str) -> tuple[int,
     """A call's prompt as a tuple of ids (a `ModelInput` or a sequence of ints); `ValueError`
     for an empty prompt or an id outside `0..vocab_rows-1` (None: not checked)."""
     to_ints = getattr(model_input, "to_ints", None)
-    prompt = tuple(int(t) for t in (to_ints() if callable(to_ints) else model_input))
+    prompt = tuple(map(int, to_ints() if callable(to_ints) else model_input))
     if not prompt:
         raise ValueError(
             f"{who} got an empty prompt; a causal LM needs at least one token to condition "
             "on (render the conversation, or start with the tokenizer's BOS id)"
         )
-    if vocab_rows is not None:
-        bad = next((t for t in prompt if not 0 <= t < vocab_rows), None)
-        if bad is not None:
-            raise ValueError(
-                f"prompt token id {bad} is outside the model's vocabulary (0..{vocab_rows - 1}); "
-                "the env's tokenizer does not match the model — build the env with the model's "
-                "tokenizer, or resize the model's embeddings"
-            )
+    # min/max in C first (a per-token Python check cost ~20 us a call, 256 calls a step)
+    if vocab_rows is not None and not (0 <= min(prompt) and max(prompt) < vocab_rows):
+        bad = next(t for t in prompt if not 0 <= t < vocab_rows)
+        raise ValueError(
+            f"prompt token id {bad} is outside the model's vocabulary (0..{vocab_rows - 1}); "
+            "the env's tokenizer does not match the model — build the env with the model's "
+            "tokenizer, or resize the model's embeddings"
+        )
     return prompt
 
 

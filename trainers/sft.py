@@ -338,7 +338,7 @@ def make_accuracy_eval(
     """An `eval_fn(model) -> accuracy` on a fixed set of `num_problems` tasks from `source`
     (a held-out split, or train tasks kept out of training — see `task_keys`). All episodes run concurrently through one `HFSampler`, so the
     model sees one batch; single- and multi-turn envs alike (each turn samples at most
-    `max_tokens`; episodes end as the env ends them, or after 32 turns). A problem counts as
+    `max_tokens`; episodes end as the env ends them, after 32 turns, or at the model's window). A problem counts as
     solved when its episode reports `metrics["correct"] >= 1` (the last turn that reports the
     metric: ProblemEnv, the tool envs), or, for envs without that metric (games), when the episode
     return reaches the top of the source's reward range (the env's max). Every episode is released
@@ -346,7 +346,6 @@ def make_accuracy_eval(
     from trainers.sampler import HFSampler
 
     top_reward = float(source.reward_range[1])
-    limits = RolloutLimits(max_tokens_per_turn=max_tokens, max_turns=32)
 
     def solved(traj) -> float:
         return episode_solved(traj, top_reward)
@@ -359,6 +358,9 @@ def make_accuracy_eval(
             model, temperature=temperature, max_tokens=max_tokens, stop_token_ids=stops,
             seed=seed, tokenizer=source.renderer.tokenizer,
         )
+        # episodes end at the model's window, as in training (`trainers.grpo.trainer.rollout_limits`)
+        limits = RolloutLimits(max_tokens_per_turn=max_tokens, max_turns=32,
+                               max_trajectory_tokens=sampler.context_window)
         rng = np.random.default_rng(seed)  # the same problems at every check
         envs = [source.make_env(rng) for _ in range(num_problems)]
 

@@ -152,6 +152,29 @@ def test_scores_too_large_keep_the_padded_path(monkeypatch):
     assert calls == []
 
 
+def test_packing_is_chosen_only_where_the_padding_it_removes_outweighs_eager_attention(monkeypatch):
+    from trainers.models import tiny_config
+
+    config = tiny_config()
+    # a GRPO batch of short answers (42% padding): packing pays
+    assert packed_tails.packed_pays(config, rows=256, width=9, prefix_width=24, real_tokens=1340)
+    # multi-turn rows of ~670 tokens, nearly equal: eager attention would cost more than it saves
+    assert not packed_tails.packed_pays(config, rows=9, width=672, prefix_width=0, real_tokens=5950)
+    # rows of ~200 tokens, half of the slots padding: packing pays again
+    assert packed_tails.packed_pays(config, rows=30, width=200, prefix_width=0, real_tokens=3000)
+
+    model = _tiny()
+    rng = np.random.default_rng(5)
+    long_rows = [_datum([(list(map(int, rng.integers(0, 250, 150))), False),
+                         (list(map(int, rng.integers(0, 250, 60 + i))), True)], float(a), rng)
+                 for i, a in enumerate(rng.normal(size=4))]
+    padded = _fb(model, long_rows, pack=False)
+    calls = _packed_calls(monkeypatch)
+    chosen = _fb(model, long_rows, pack=True)
+    assert calls == []  # near-equal long rows keep SDPA's fused attention
+    _assert_same(padded, chosen)
+
+
 def test_sliding_window_models_are_not_packed():
     from transformers import MistralConfig, MistralForCausalLM
 

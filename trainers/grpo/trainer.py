@@ -331,10 +331,14 @@ def _token_logprobs(model, mb: MicroBatch, temperature: float):
     if mb.layout is not None:
         from trainers.grpo import packed_tails
 
-        heads = int(getattr(packed_tails.base_model(model).config, "num_attention_heads", 1))
+        config = packed_tails.base_model(model).config
+        heads = int(getattr(config, "num_attention_heads", 1))
         prefix_width = 0 if mb.prefix_ids is None else int(mb.prefix_ids.shape[1])
-        if packed_tails.supports_packing(model) and packed_tails.packed_fits(
-                mb.layout.rows, mb.layout.width, prefix_width, heads):
+        rows, width = mb.layout.rows, mb.layout.width
+        if (packed_tails.supports_packing(model)
+                and packed_tails.packed_fits(rows, width, prefix_width, heads)
+                and packed_tails.packed_pays(config, rows, width, prefix_width,
+                                             int(mb.layout.flat_index.numel()))):
             try:
                 logp, logits_N = _packed_token_logprobs(model, mb, temperature)
             except Exception as exc:  # noqa: BLE001 - only a model's first packed forward

@@ -143,7 +143,9 @@ class GRPOConfig:
     """Padding-free training forward for short rows (`trainers/grpo/packed_tails.py`): the
     micro-batch's real tokens go through the model as one packed sequence, each row attending to
     its shared prefix and its own tokens, so padding costs nothing (same logits and gradients;
-    checked against the plain forward on the first micro-batch). Long rows keep the padded path."""
+    checked against the plain forward on the first micro-batch). Used per micro-batch where it is
+    expected to be cheaper (`packed_tails.packed_pays`): long rows of near-equal length, such as
+    multi-turn episodes, keep the padded path and SDPA's fused attention."""
     remove_constant_reward_groups: bool = True
     """Skip groups whose rewards are all equal (zero advantage, so zero gradient): less compute."""
 

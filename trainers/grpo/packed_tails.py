@@ -17,10 +17,11 @@ Gradients are exact: the same logits and the same parameter gradients as the pla
 Eager attention over `[rows, heads, width, prefix + width]` scores is only cheap while rows are
 short, so `packed_fits` admits a micro-batch only when that score tensor stays small, and
 `packed_pays` only when the padding it removes is worth more than the eager attention costs over
-SDPA's fused kernel; long rows of about equal length (multi-turn episodes) keep the plain path. The layout relies on a model calling its attention
-function with `module.layer_idx` and `module.num_key_value_groups` (Llama, Qwen2/3, Mistral
-without a sliding window...): `verified` compares the packed logprobs with the plain forward's on
-the first micro-batch each model sees and falls back, with one warning, where they differ.
+SDPA's fused kernel; long rows of about equal length (multi-turn episodes) keep the plain path.
+The layout relies on a model calling its attention function with `module.layer_idx` and
+`module.num_key_value_groups` (Llama, Qwen2/3, Mistral without a sliding window...): `verified`
+compares the packed logprobs with the plain forward's on the first micro-batch each model sees and
+falls back, with one warning, where they differ.
 """
 
 from __future__ import annotations
@@ -99,7 +100,10 @@ def packed_pays(config, rows: int, width: int, prefix_width: int, real_tokens: i
         vocab = int(config.vocab_size)
     except (AttributeError, TypeError, ValueError, ZeroDivisionError):
         return True
-    per_token = layers * 2 * (2 * d * heads * head_dim + 2 * d * kv * head_dim + 3 * d * inner) + 2 * d * vocab
+    # forward FLOPs: per token, q/o + k/v projections and the MLP in every layer, then the LM head;
+    # per query-key pair, q.k and p.v in every head of every layer
+    per_layer = 2 * d * heads * head_dim + 2 * d * kv * head_dim + 3 * d * inner
+    per_token = layers * 2 * per_layer + 2 * d * vocab
     per_pair = layers * 4 * heads * head_dim
     saved = max(rows * width - real_tokens, 0) * per_token
     extra = (EAGER_ATTENTION_COST - 1) * rows * width * (prefix_width + width) * per_pair

@@ -45,7 +45,8 @@ def _needs(spec: dict) -> str:
     required = spec.get("requires")
     if required is None:
         return ""
-    return f"`{required}` (`[{_EXTRA_OF.get(required, required)}]`)"
+    package = required.partition("/")[0]
+    return f"`{required}` (`[{_EXTRA_OF.get(package, package)}]`)"
 
 
 def _cell(text: str) -> str:

@@ -3,7 +3,9 @@
 Each subcommand is a string `"module:function"` in `COMMANDS`, imported only when it runs, so
 `llm-gym --help` (and `import llm_gym.cli`) never imports torch or transformers. A subcommand
 function takes the remaining argv list and returns an exit code. Adding one (e.g. `export`) is one
-line in `COMMANDS`.
+line in `COMMANDS`. A command whose third-party dependencies are missing (`train` without torch)
+prints one line naming the missing module and the extra in `EXTRAS` that installs it, and exits 2;
+a missing module of llm-gym's own packages is a bug and raises.
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ COMMANDS: dict[str, str] = {
     "list": "llm_gym.cli_list:list_main",
     "check": "llm_gym.cli_check:check_main",
     "new": "llm_gym.cli_new:new_main",
+    "doctor": "llm_gym.doctor:doctor_main",
 }
+
+# The extra that installs what a command needs beyond llm-gym itself.
+EXTRAS: dict[str, str] = {"train": "train", "plot": "train", "export": "train"}
+_OWN_PACKAGES = ("llm_gym", "envs_catalog", "trainers")
 
 SUMMARIES: dict[str, str] = {
     "train": "SFT warm start + GRPO on an llm/ environment (no arguments: tiny model, llm/Math-v0)",
@@ -28,6 +35,7 @@ SUMMARIES: dict[str, str] = {
     "list": "list the registered env ids (family, turns, source package); --json for JSON",
     "check": "check envs: check_env, seeding, fuzz, card, scripted cases, split, context, speed: llm-gym check ENV_ID|--all [--kwargs JSON]",
     "new": "scaffold an installable env package (source, card, scripted cases, tests): llm-gym new NAME --family F",
+    "doctor": "what is installed (extras, torch/CUDA, sandbox), ids registered per source and why any is not; --json",
 }
 
 
@@ -65,8 +73,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         hint = f" Did you mean {close[0]!r}?" if close else ""
         print(f"llm-gym: unknown command {name!r}.{hint}\n\n{_usage()}", file=sys.stderr)
         return 2
-    result = resolve(name)(rest)
+    try:
+        result = resolve(name)(rest)
+    except ImportError as exc:
+        missing = _missing_dependency(exc)
+        if missing is None or name not in EXTRAS:
+            raise
+        extra = EXTRAS[name]
+        print(f"llm-gym {name}: needs the [{extra}] extra ({missing}): "
+              f"pip install 'llm-gym[{extra}]'", file=sys.stderr)
+        return 2
     return int(result or 0)
+
+
+def _missing_dependency(exc: ImportError) -> ModuleNotFoundError | None:
+    """The ModuleNotFoundError behind `exc` (itself, or the one an ImportError with an install
+    hint was raised from) when the missing module is a third-party one, else None."""
+    cause = exc if isinstance(exc, ModuleNotFoundError) else exc.__cause__
+    if not isinstance(cause, ModuleNotFoundError) or not cause.name:
+        return None
+    if cause.name.partition(".")[0] in _OWN_PACKAGES:
+        return None
+    return cause
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,18 +14,45 @@ import argparse
 import json
 import sys
 from importlib import metadata
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 __all__ = ["list_main", "registered_envs"]
 
 
-def _package_of(module: str) -> str:
-    top = module.split(".")[0]
-    try:
-        names = metadata.packages_distributions().get(top) or [top]
-        return f"{names[0]}=={metadata.version(names[0])}"
-    except metadata.PackageNotFoundError:
-        return top
+def _distribution_finder() -> Callable[[str], str]:
+    """A function from an import name to the distribution that ships it ("name==version").
+
+    Known names are answered from what is already at hand: the bridges' tables, and the
+    distributions that declare `llm_gym.envs` entry points (their entry points' modules). Only a
+    module that neither names falls back to `importlib.metadata.packages_distributions()`, which
+    reads every installed distribution's file list (seconds in a large venv): it runs at most once.
+    """
+    from llm_gym.bridges import BRIDGES
+    from llm_gym.registration import ENTRY_POINT_GROUP
+
+    dist_of: dict[str, str] = {b.module: b.distribution for b in BRIDGES.values()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.dist is not None:
+            dist_of.setdefault(ep.module.split(".")[0], ep.dist.name)
+    everything: dict[str, list[str]] | None = None
+    found: dict[str, str] = {}
+
+    def package_of(module: str) -> str:
+        nonlocal everything
+        top = module.split(".")[0]
+        if top not in found:
+            name = dist_of.get(top)
+            if name is None:
+                if everything is None:
+                    everything = metadata.packages_distributions()
+                name = (everything.get(top) or [top])[0]
+            try:
+                found[top] = f"{name}=={metadata.version(name)}"
+            except metadata.PackageNotFoundError:
+                found[top] = top
+        return found[top]
+
+    return package_of
 
 
 def registered_envs() -> list[dict[str, Any]]:
@@ -38,8 +65,8 @@ def registered_envs() -> list[dict[str, Any]]:
     from llm_gym.registration import TEXT_ENV_ENTRY_POINT
 
     bridge_of = {env_id: b for b in BRIDGES.values() for env_id in b.entries}
+    package_of = _distribution_finder()
     rows = []
-    packages: dict[str, str] = {}
     for env_id, spec in sorted(gym.registry.items()):
         if spec.entry_point != TEXT_ENV_ENTRY_POINT:
             continue
@@ -52,10 +79,8 @@ def registered_envs() -> list[dict[str, Any]]:
         else:
             family, turns = _card_facts(source)
             module = source.partition(":")[0]
-        if module not in packages:
-            packages[module] = _package_of(module)
         rows.append({"id": env_id, "family": family, "turns": turns,
-                     "package": packages[module], "source": source})
+                     "package": package_of(module), "source": source})
     return rows
 
 

@@ -1,7 +1,9 @@
 """`llm-gym new NAME --family F [--multi-turn] [--out DIR]`: scaffold an installable env package.
 
 Writes a separate package at DIR (default `./llm-gym-<name>`): `pyproject.toml` declaring the
-`llm_gym.envs` entry point (so `pip install` registers the id with every `import llm_gym`),
+`llm_gym.envs` entry point (so `pip install` registers the id with every `import llm_gym`) and a
+dependency on `llm-gym>=` the running version (the generated code imports only llm-gym's public
+API: `llm_gym.authoring`, `llm_gym.env_source`, `llm_gym.rl`, ...),
 `llm_gym_<name>/__init__.py` with the spec list, `llm_gym_<name>/env.py` with a small, real,
 working toy task -- a single-turn `ProblemEnv` (count a letter in a word; it has reference
 answers, so `llm-gym train`'s SFT warm start works), or with `--multi-turn` a
@@ -51,6 +53,7 @@ def names_for(name: str) -> dict[str, str]:
 def scaffold(name: str, family: str, *, multi_turn: bool = False,
              out: str | Path | None = None) -> Path:
     """Write the package for `name` and return its directory; raises `ScaffoldError`."""
+    from llm_gym import __version__
     from llm_gym.templates import common, multi_turn as multi_template, render
     from llm_gym.templates import single_turn as single_template
 
@@ -60,6 +63,7 @@ def scaffold(name: str, family: str, *, multi_turn: bool = False,
         hint = f" Did you mean {close[0]!r}?" if close else ""
         raise ScaffoldError(f"unknown family {family!r}.{hint} Families: {', '.join(FAMILIES)}")
     values["__FAMILY__"] = family
+    values["__LLM_GYM_VERSION__"] = __version__
     _refuse_registered(values["__ENV_ID__"])
     target = Path(out) if out is not None else Path.cwd() / values["__DIST__"]
     if target.exists():

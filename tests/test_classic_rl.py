@@ -1,4 +1,5 @@
-"""Classic RL libraries on the padded view: SB3's PPO learns on llm/Math-v0, torchrl rolls it out.
+"""Classic RL libraries on the padded view: SB3's PPO learns on llm/Math-v0, torchrl rolls it out,
+Tianshou collects llm/ episodes into its replay buffer and its REINFORCE learns a token-echo env.
 
 Each library is optional (the `classic` extra); its tests skip where it is not installed. The
 Python-style unknown-keyword error is tested here too: torchrl's `GymEnv` depends on its wording.
@@ -166,9 +167,8 @@ def test_torchrl_gym_env_on_raw_token_spaces_needs_the_padded_view():
 # --- Tianshou ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_id, max_obs_len", [("llm/Math-v0", 32), ("llm/GuessNumber-v0", 64)])
-def test_tianshou_collector_fills_a_replay_buffer(env_id, max_obs_len):
-    pytest.importorskip("tianshou")
+def _tianshou_collect(env_id: str, max_obs_len: int, n_episode: int):
+    """Random token actions through Tianshou's `DummyVectorEnv` + `Collector` on two seeded envs."""
     from tianshou.algorithm.algorithm_base import Policy
     from tianshou.data import Batch, Collector, VectorReplayBuffer
     from tianshou.env import DummyVectorEnv
@@ -183,19 +183,141 @@ def test_tianshou_collector_fills_a_replay_buffer(env_id, max_obs_len):
 
     envs = DummyVectorEnv([make, make])
     envs.seed(0)
-    # Tianshou's workers read attributes from env.unwrapped, so envs.action_space is the raw
-    # TokenSequence: take the spaces from a wrapped env.
-    space = make().action_space
-    policy = RandomTokens(action_space=space)
+    # Tianshou's workers read attributes from env.unwrapped (PaddedTokens' docstring says so), so
+    # envs.action_space is the raw TokenSequence: the policy takes its space from a wrapped env.
+    assert not isinstance(envs.action_space[0], gym.spaces.MultiDiscrete)
+    policy = RandomTokens(action_space=make().action_space)
     policy.action_space.seed(0)
     collector = Collector(policy, envs, VectorReplayBuffer(64, 2))
     collector.reset()
-    stats = collector.collect(n_step=16)
-    assert stats.n_collected_steps == 16 and stats.n_collected_episodes >= 2
-    buffer = collector.buffer
-    assert len(buffer) == 16
-    assert buffer.obs.tokens.shape == (64, max_obs_len) and buffer.act.shape == (64, 3)
-    real = buffer.sample_indices(0)
+    stats = collector.collect(n_episode=n_episode)
+    return make, stats, collector.buffer
+
+
+@pytest.mark.parametrize("env_id, max_obs_len", [("llm/Math-v0", 32), ("llm/GuessNumber-v0", 64)])
+def test_tianshou_collector_fills_a_replay_buffer(env_id, max_obs_len):
+    pytest.importorskip("tianshou")
+    make, stats, buffer = _tianshou_collect(env_id, max_obs_len, n_episode=4)
+    real = buffer.sample_indices(0)  # the stored steps, in no particular order
+    assert stats.n_collected_episodes == 4 and len(real) == stats.n_collected_steps == stats.lens.sum()
+    if env_id == "llm/Math-v0":
+        assert (stats.lens == 1).all()  # single-turn: one step per episode
+    else:
+        assert (stats.lens > 1).all()  # multi-turn: an invalid reply costs a turn, not the episode
+        assert buffer.info.obs_tokens_dropped[real].max() > 0  # the chat outgrows 64 slots
+    assert buffer.rew[real].sum() == pytest.approx(stats.returns.sum())
+    assert int((buffer.terminated[real] | buffer.truncated[real]).sum()) == 4
     low, high = make().unwrapped.reward_range
     assert ((buffer.rew[real] >= low) & (buffer.rew[real] <= high)).all()
-    assert (buffer.info.action_length[real] <= 3).all() and (buffer.obs.length[real] > 0).all()
+    # Fixed shapes all the way into the buffer; each stored observation is a prompt that ends at
+    # the assistant header (left truncation keeps it), then padding.
+    assert buffer.obs.tokens.shape == (64, max_obs_len) and buffer.act.shape == (64, 3)
+    env = make()
+    env.reset(seed=0)  # learns the stop ids, so action_tokens cuts as step() did
+    for i in real:
+        tokens, length = buffer.obs.tokens[i], int(buffer.obs.length[i][0])
+        text = env.unwrapped.tokenizer.decode(tokens[:length].tolist())
+        assert text.endswith("<|im_start|>assistant\n") and (tokens[length:] == env.pad_id).all()
+        # info[i] belongs to step i, so it describes obs_next and the action sent.
+        info = buffer.info[i]
+        assert int(buffer.obs_next.length[i][0]) == info.obs_length - info.obs_tokens_dropped
+        assert info.action_length == len(env.action_tokens(buffer.act[i]))
+    # Seeded collection is reproducible.
+    _, again, buffer_again = _tianshou_collect(env_id, max_obs_len, n_episode=4)
+    assert again.returns.tolist() == stats.returns.tolist()
+    assert (buffer_again.act == buffer.act).all() and (buffer_again.obs.tokens == buffer.obs.tokens).all()
+
+
+class EchoToken(gym.Env):
+    """A trivially learnable token env: the observation is one token `t` in `0..vocab-1`; reward 1
+    when the response is exactly `[t]`, else 0. One step per episode."""
+
+    def __init__(self, vocab: int = 4) -> None:
+        from llm_gym.spaces import TokenSequence
+
+        self.vocab = vocab
+        self.observation_space = TokenSequence(vocab)
+        self.action_space = TokenSequence(vocab)
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.target = int(self.np_random.integers(self.vocab))
+        return np.array([self.target], dtype=np.int64), {}
+
+    def step(self, action):
+        reward = 1.0 if np.asarray(action).tolist() == [self.target] else 0.0
+        return np.empty(0, dtype=np.int64), reward, True, False, {}
+
+
+def _reinforce_run(updates: int, episodes_per_update: int = 32):
+    """Tianshou's REINFORCE on `PaddedTokens(EchoToken())` with 2 action slots: a response is
+    right only when slot 0 is the observed token and slot 1 the pad id that ends it."""
+    torch = pytest.importorskip("torch")
+    from tianshou.algorithm import Reinforce
+    from tianshou.algorithm.modelfree.reinforce import ProbabilisticActorPolicy
+    from tianshou.algorithm.optim import AdamOptimizerFactory
+    from tianshou.data import Batch, Collector, VectorReplayBuffer
+    from tianshou.env import DummyVectorEnv
+    from tianshou.utils.torch_utils import policy_within_training_step, torch_train_mode
+
+    def make() -> PaddedTokens:
+        return PaddedTokens(EchoToken(), max_obs_len=2, max_action_len=2)
+
+    env = make()
+    n, slots = env.num_token_values, env.max_action_len
+
+    class TokenBagActor(torch.nn.Module):
+        """Logits for every action slot: a sum of per-token embeddings; pad slots add nothing."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = torch.nn.Embedding(n, slots * n, padding_idx=env.pad_id)
+            torch.nn.init.zeros_(self.embed.weight)  # start uniform: P(right) = 1/n**2
+
+        def forward(self, obs, state=None, info=None):
+            tokens = torch.as_tensor(obs.tokens, dtype=torch.long)
+            return self.embed(tokens).sum(1).view(-1, slots, n), state
+
+    def slots_distribution(logits):  # independent categorical slots: one MultiDiscrete action
+        return torch.distributions.Independent(torch.distributions.Categorical(logits=logits), 1)
+
+    torch.manual_seed(0)  # action sampling draws from torch's global generator
+    torch.set_num_threads(1)
+    policy = ProbabilisticActorPolicy(
+        actor=TokenBagActor(), dist_fn=slots_distribution, action_space=env.action_space,
+        action_scaling=False, action_bound_method=None, deterministic_eval=True,
+    )
+    algorithm = Reinforce(policy=policy, optim=AdamOptimizerFactory(lr=0.5), gamma=1.0)
+    envs = DummyVectorEnv([make] * 4)
+    envs.seed(0)
+    collector = Collector(policy, envs, VectorReplayBuffer(episodes_per_update, 4))
+    collector.reset()
+    before = [p.detach().clone() for p in policy.parameters()]
+    returns, losses = [], []
+    for _ in range(updates):
+        with policy_within_training_step(policy), torch_train_mode(policy, False):
+            stats = collector.collect(n_episode=episodes_per_update)
+        returns.append(float(stats.returns.mean()))
+        with policy_within_training_step(policy):  # one full-batch gradient step
+            losses.append(algorithm.update(collector.buffer, batch_size=None, repeat=1).loss.mean)
+        collector.buffer.reset()  # on-policy: each update sees only its own episodes
+    moved = any(not torch.equal(a, b) for a, b in zip(before, policy.parameters()))
+    # The greedy response to each token (deterministic_eval: the mode, outside a training step).
+    obs = Batch(tokens=np.array([[t, env.pad_id] for t in range(env.vocab_size)]),
+                length=np.ones((env.vocab_size, 1), dtype=np.int64))
+    with torch.no_grad():
+        greedy = policy(Batch(obs=obs, info=Batch())).act.tolist()
+    return env, returns, losses, moved, greedy
+
+
+def test_tianshou_reinforce_learns_through_the_padded_view():
+    pytest.importorskip("tianshou")
+    env, returns, losses, moved, greedy = _reinforce_run(20)
+    assert len(losses) == 20 and all(np.isfinite(losses)) and moved
+    assert returns[0] <= 0.25  # a uniform policy is right 1 time in n**2 = 25
+    assert np.mean(returns[-2:]) >= 0.7
+    # It learned to echo the token and then end the response with the pad id.
+    assert greedy == [[t, env.pad_id] for t in range(env.vocab_size)]
+    # Seeded runs are reproducible: a shorter run with the same seed has the same first updates.
+    _, again, again_losses, _, _ = _reinforce_run(5)
+    assert again == returns[:5] and again_losses == losses[:5]

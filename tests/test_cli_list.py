@@ -49,3 +49,33 @@ def test_listing_is_torch_free_and_imports_no_bridged_library():
     assert out.stdout.strip() == "[]"
     assert "list" in cli.COMMANDS and callable(cli.resolve("list"))
     assert all(set(r) == {"id", "family", "turns", "package", "source"} for r in registered_envs())
+
+
+def test_listing_reads_the_installed_distributions_at_most_once(monkeypatch):
+    # `packages_distributions()` reads every installed distribution's file list (seconds in a big
+    # venv); once per catalog module made `llm-gym list` take 13 s. Ids whose module no known
+    # distribution names share one call; the catalog's and the bridges' need none.
+    from importlib import metadata
+
+    from llm_gym import cli_list
+
+    calls = []
+
+    def counting():
+        calls.append(1)
+        return {"fake_catalog_a": ["gymnasium"]}
+
+    monkeypatch.setattr(metadata, "packages_distributions", counting)
+    assert cli_list.metadata is metadata
+    registered_envs()
+    assert calls == []
+    modules = ("fake_catalog_a.envs", "fake_catalog_b.envs", "fake_catalog_a.more")
+    for n, module in enumerate(modules):
+        env_id = f"llm/FakeThirdParty{n}-v0"
+        monkeypatch.setitem(gym.registry, env_id, gym.envs.registration.EnvSpec(
+            env_id, entry_point="llm_gym.text_env:TextEnv", kwargs={"source": f"{module}:Src"}))
+    rows = {r["id"]: r["package"] for r in registered_envs()}
+    assert len(calls) == 1
+    assert rows["llm/FakeThirdParty0-v0"] == f"gymnasium=={metadata.version('gymnasium')}"
+    assert rows["llm/FakeThirdParty2-v0"] == rows["llm/FakeThirdParty0-v0"]
+    assert rows["llm/FakeThirdParty1-v0"] == "fake_catalog_b"  # no distribution: the module

@@ -5,6 +5,8 @@ the `llm_gym.envs` entry point in a fresh process, pass `llm-gym check` and thei
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import json
 import os
 import subprocess
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+import llm_gym
 from llm_gym import cli
 from llm_gym.cli_new import FAMILIES, names_for, new_main
 
@@ -64,6 +67,34 @@ def test_the_layout_and_the_entry_point(installed):
         assert ("Continuation" in env_py) == multi and ("ProblemEnv" in env_py) == (not multi)
         assert (pkg / "tests" / f"test_{values['__NAME__']}.py").is_file()
         assert "__" + "CLASS__" not in env_py and "__" + "PKG__" not in pyproject
+        # Satisfiable by the wheel built from this repo (tests/test_distribution.py installs it).
+        assert f'dependencies = ["llm-gym>={llm_gym.__version__}"]' in pyproject
+
+
+def test_the_scaffolds_import_only_llm_gyms_public_api(installed):
+    """Generated code imports third-party packages, its own package and public llm_gym modules:
+    never envs_catalog, trainers or a private (underscore) module of ours."""
+    root, _ = installed
+    allowed_roots = {"__future__", "typing", "re", "asyncio", "numpy", "gymnasium", "pytest"}
+    for name in KINDS:
+        pkg = root / name
+        own = names_for(name)["__PKG__"]
+        checked = 0
+        for path in sorted([*(pkg / own).glob("*.py"), *(pkg / "tests").glob("*.py")]):
+            tree = ast.parse(path.read_text(), filename=str(path))
+            modules = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                       for alias in node.names]
+            modules += [node.module for node in ast.walk(tree)
+                        if isinstance(node, ast.ImportFrom) and node.module]
+            for module in modules:
+                top, *rest = module.split(".")
+                if top == "llm_gym":
+                    assert not any(part.startswith("_") for part in rest), (path, module)
+                    assert importlib.util.find_spec(module) is not None, (path, module)
+                else:
+                    assert top in allowed_roots | {own}, (path, module)
+                checked += 1
+        assert checked >= 10, checked  # the env module and its tests import plenty
 
 
 def test_the_scaffolds_register_and_pass_llm_gym_check(installed):

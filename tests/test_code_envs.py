@@ -24,12 +24,12 @@ import numpy as np
 import pytest
 
 import llm_gym  # noqa: F401 - registers the catalog ids
-from envs_catalog._common import split_of
 from envs_catalog.code import harness
 from envs_catalog.code.extract import extract_code
 from envs_catalog.code.harness import CodeTask, decode_value, encode_value, strict_equal, wrap_check
 from envs_catalog.code.pyfunc import PyFuncSource, generate_task
 from llm_gym import get_renderer, load_tokenizer
+from llm_gym.authoring import split_of
 from llm_gym.sandbox import Result
 
 from ._sandbox_helpers import BACKENDS, NO_BACKEND, leftovers, token

@@ -8,7 +8,6 @@ import re
 import numpy as np
 import pytest
 
-from envs_catalog._common import split_of
 from envs_catalog.math.arithmetic import (
     MathMultiSource,
     MathSource,
@@ -16,6 +15,7 @@ from envs_catalog.math.arithmetic import (
     evaluate,
 )
 from llm_gym import get_renderer, load_tokenizer
+from llm_gym.authoring import split_of
 
 TOK = load_tokenizer()
 CHATML = get_renderer("chatml", TOK)

@@ -13,7 +13,6 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from envs_catalog._common import split_of
 from envs_catalog.math import algebra
 from envs_catalog.math._numeric import format_fraction
 from envs_catalog.math.algebra import AlgebraSource, grade_answer, read_answer
@@ -23,6 +22,7 @@ from envs_catalog.math.number_theory import NumberTheorySource
 from envs_catalog.math.units import UNITS, UnitConversionSource
 from envs_catalog.math.word_problems import WordProblemSource
 from llm_gym import get_renderer, load_tokenizer
+from llm_gym.authoring import split_of
 from llm_gym.scripted import reply_tokens, run_scripted_case
 
 TOK = load_tokenizer()

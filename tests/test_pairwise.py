@@ -15,7 +15,6 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import llm_gym  # noqa: F401  (registers the ids)
-from envs_catalog._common import split_of
 from envs_catalog.multiagent.pairwise import (
     JudgePreferenceModel,
     PairwiseEnv,
@@ -29,6 +28,7 @@ from envs_catalog.multiagent.pairwise import (
     task_prompt,
 )
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
+from llm_gym.authoring import split_of
 from llm_gym.completers import MessageCompleter, TokenCompleter
 from llm_gym.preference import Comparison, PreferenceModel
 from llm_gym.rl.rollouts import do_group_rollout

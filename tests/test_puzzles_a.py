@@ -16,7 +16,6 @@ import numpy as np
 import pytest
 
 import llm_gym  # noqa: F401 - registers the catalog ids
-from envs_catalog._common import split_of
 from envs_catalog.puzzles import countdown, graph_coloring, nqueens, sudoku
 from envs_catalog.puzzles._grid import parse_int_list, read_answer
 from envs_catalog.puzzles.countdown import CountdownSource, check_expression, solve
@@ -26,6 +25,7 @@ from envs_catalog.puzzles.sudoku import (
     SudokuSource, check_grid, count_solutions, parse_grid, puzzle_string, random_solution,
 )
 from llm_gym import get_renderer, load_tokenizer
+from llm_gym.authoring import split_of
 from llm_gym.scripted import reply_tokens, run_scripted_case
 
 TOK = load_tokenizer()

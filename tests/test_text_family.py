@@ -11,7 +11,6 @@ import json
 import numpy as np
 import pytest
 
-from envs_catalog._common import split_of
 from envs_catalog.text.base import read_list, single_line, strict_json, visible_reply
 from envs_catalog.text.csv_json import CsvToJsonSource, grade_table
 from envs_catalog.text.extraction import ExtractionSource, grade_fields, normalise_value
@@ -27,6 +26,7 @@ from envs_catalog.text.instructions import (
 )
 from envs_catalog.text.lists import DedupeSource, ReverseTextSource, SortListSource
 from llm_gym import get_renderer, load_tokenizer
+from llm_gym.authoring import split_of
 from llm_gym.scripted import case_source, reply_tokens, run_scripted_case
 
 TOK = load_tokenizer()

@@ -26,7 +26,6 @@ if importlib.util.find_spec("textworld") is None and not REQUIRED:
                 "LLM_GYM_REQUIRE_TEXTWORLD=1 to fail instead", allow_module_level=True)
 
 import llm_gym  # noqa: E402,F401  # registers the catalog
-from envs_catalog._common import split_of  # noqa: E402
 from envs_catalog.textworld import games  # noqa: E402
 from envs_catalog.textworld.env import (  # noqa: E402
     DEFAULTS, MAX_COMMAND_CHARS, MAX_FEEDBACK_CHARS, TextWorldSource, clean_game_text,
@@ -34,6 +33,7 @@ from envs_catalog.textworld.env import (  # noqa: E402
 )
 from envs_catalog.textworld.specs import SPECS  # noqa: E402
 from llm_gym import get_renderer, load_tokenizer  # noqa: E402
+from llm_gym.authoring import split_of  # noqa: E402
 from llm_gym.rl import trajectory_to_data  # noqa: E402
 from llm_gym.scripted import aplay_scripted_episode, reply_tokens, run_scripted_case  # noqa: E402
 

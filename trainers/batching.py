@@ -6,8 +6,10 @@ Rollouts are plain coroutines that each `await policy(prompt, stop, max_tokens=.
 (`_generate(requests) -> results`, in order); this base class queues the calls of one event loop
 and, once every rollout about to call has done so (it yields to the loop until the queue has not
 grown for `join_yields` turns) or `max_batch_size` calls are waiting, runs them as one batch. An
-exception in a batch goes to every caller of that batch. `sample_batch` is the same without an event
-loop (evaluation, benchmarks).
+exception in a batch goes to every caller of that batch. `before_batch`, when set, is called just
+before each batch runs (the trainer's evaluation bar counts the episodes a batch finished there, so
+they arrive together and its rate is per batch, not per episode). `sample_batch` is the same without
+an event loop (evaluation, benchmarks).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 
@@ -75,12 +77,14 @@ class BatchingCompleter(TokenCompleter):
 
     max_batch_size: int
     join_yields: int
+    before_batch: Callable[[], None] | None  # called just before each batch of calls runs
 
     def _init_batching(self, max_batch_size: int, join_yields: int) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.max_batch_size = int(max_batch_size)
         self.join_yields = max(1, int(join_yields))
+        self.before_batch = None
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopQueue] = (
             weakref.WeakKeyDictionary()
         )
@@ -117,6 +121,8 @@ class BatchingCompleter(TokenCompleter):
             batch = [r for r in batch if r.future is not None and not r.future.done()]
             if not batch:
                 continue
+            if self.before_batch is not None:
+                self.before_batch()
             try:
                 results = self._generate(batch)
             except Exception as exc:  # hand the error to every caller of this batch

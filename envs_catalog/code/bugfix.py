@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs_catalog._common import check_int
+from llm_gym.authoring import check_int
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase

@@ -18,7 +18,7 @@ text/output/plaintext/console) is read as that block's content; then each line's
 whitespace and the blank lines around the whole are dropped, and the result must equal the
 reference exactly (case, spaces inside lines, line order, the number of lines). Anything else --
 prose around the output, an "Output:" label, several candidate outputs, a second fence -- scores 0.
-Split: the program's source text hashed by `envs_catalog._common.split_of`.
+Split: the program's source text hashed by `llm_gym.authoring.split_of`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_int, split_of
+from llm_gym.authoring import check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer

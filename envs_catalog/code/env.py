@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs_catalog._common import check_choice, check_float, check_int
+from llm_gym.authoring import check_choice, check_float, check_int
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers.base import Renderer, get_text_content
 from llm_gym.rl import ProblemEnv, StepResult

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, split_of
+from llm_gym.authoring import check_choice, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer

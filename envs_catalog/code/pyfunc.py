@@ -18,7 +18,7 @@ True is not 1).
 Tasks whose hidden outputs are all the same, or all equal to their inputs, are redrawn (a
 constant or the identity would pass). Held-out split: the task's key (family and steps with
 their constants, e.g. "list|mul:3|gt:5|sum"; not the test inputs) is hashed by
-`envs_catalog._common.split_of`, and `make_env` draws until the task is in the source's split.
+`llm_gym.authoring.split_of`, and `make_env` draws until the task is in the source's split.
 The space is unbounded for RL training: thousands of distinct keys per family, fresh hidden
 inputs per episode.
 """
@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs_catalog._common import check_int, split_of
+from llm_gym.authoring import check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase

@@ -1,4 +1,4 @@
-"""The code family's registered ids (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""The code family's registered ids (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS = [{'id': 'llm/HumanEval-v0',
   'source': 'envs_catalog.code.humaneval:HumanEvalSource',

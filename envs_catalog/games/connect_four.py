@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_int
 from envs_catalog.multiagent.two_player import DRAW, GameSource
+from llm_gym.authoring import check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.grading import extract_single_integer
 

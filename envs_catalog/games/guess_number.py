@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int, hash_key
+from llm_gym.authoring import check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput

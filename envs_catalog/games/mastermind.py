@@ -33,10 +33,10 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, hash_key
 from envs_catalog.games._turns import (
     INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
 )
+from llm_gym.authoring import check_choice, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation

@@ -22,7 +22,7 @@ nim-sum rule, with the misère endgame exception — or a random move from a los
 Start positions: `num_heaps` heaps of 1..`max_heap` stones. `start="winning"` (default) keeps
 only positions the first player (the model) wins with perfect play, so optimal play always wins;
 `start="any"` keeps all. Held-out split: a position's heap multiset is hashed
-(`envs_catalog._common.split_of`), so the two splits never share a position (in any order).
+(`llm_gym.authoring.split_of`), so the two splits never share a position (in any order).
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_int, split_of
 from envs_catalog.multiagent.two_player import GameSource
+from llm_gym.authoring import check_choice, check_int, split_of
 from llm_gym.env_source import EnvCard
 
 OPPONENTS = ("random", "optimal")

@@ -1,4 +1,4 @@
-"""The games family's registered ids (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""The games family's registered ids (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS = [{'id': 'llm/GuessNumber-v0',
   'source': 'envs_catalog.games.guess_number:GuessNumberSource',

@@ -52,7 +52,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, child_seed
+from llm_gym.authoring import check_choice, check_float, check_int, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput

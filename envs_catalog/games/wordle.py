@@ -43,10 +43,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.games._turns import (  # re-exported: older code imported them from here
     INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
 )
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation

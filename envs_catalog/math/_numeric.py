@@ -3,7 +3,7 @@
 `NumericSource` is an `EnvSource` whose subclasses only draw a `NumericTask` (question, exact
 `Fraction` answer, canonical key) from the numpy generator; it validates the common knob
 (`format_coef`), keeps the train/test split (the task's key, prefixed by the family's name, hashed
-by `envs_catalog._common.split_of`; tasks are rejection-sampled until one of the source's split
+by `llm_gym.authoring.split_of`; tasks are rejection-sampled until one of the source's split
 comes up) and declares the scripted cases every numeric env shares. Episodes are
 `NumericEnv`s: `envs_catalog.math.arithmetic.MathEnv` (graded by `llm_gym.grading.grade_numeric`
 under the answer policy in `llm_gym.grading`'s docstring) with a written reference answer, an
@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from envs_catalog._common import check_float, split_of
 from envs_catalog.math.arithmetic import MathEnv
+from llm_gym.authoring import check_float, split_of
 from llm_gym.env_source import EnvSource
 from llm_gym.grading import Grade, grade_numeric
 from llm_gym.renderers import Renderer

@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.math._numeric import check_kinds, knob_docs
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
 from llm_gym.grading.bounded import acall_bounded, call_bounded

@@ -12,7 +12,7 @@ is computed in pure Python integers: no data, no network, no heavy parsing.
 
 Held-out split: a task's canonical key (the expression; operands sorted when every operator is the
 same commutative one, so "23+45" and "45+23" are one task) is hashed by
-`envs_catalog._common.split_of`; about one task in ten belongs to split="test", the rest to
+`llm_gym.authoring.split_of`; about one task in ten belongs to split="test", the rest to
 "train". Task spaces of up to 20,000 expressions (the default's 8,100) are enumerated in the
 constructor and `make_env` draws uniformly from the split's list; larger ones are
 rejection-sampled until the drawn task is in the source's split.
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
 from llm_gym.renderers import Renderer

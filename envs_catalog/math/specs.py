@@ -1,4 +1,4 @@
-"""The math family's registered ids (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""The math family's registered ids (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS = [{'id': 'llm/Math-v0',
   'source': 'envs_catalog.math.arithmetic:MathSource',

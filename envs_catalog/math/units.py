@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int
 from envs_catalog.math._numeric import (
     FORMAT_COEF_DOC,
     NumericSource,
@@ -26,6 +25,7 @@ from envs_catalog.math._numeric import (
     format_fraction,
     knob_docs,
 )
+from llm_gym.authoring import check_choice, check_float, check_int
 from llm_gym.env_source import EnvCard
 
 F = Fraction

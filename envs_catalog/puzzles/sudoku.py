@@ -14,7 +14,7 @@ is `malformed`; a digit above N is `digit_out_of_range`. The verifier checks tha
 kept (`givens_changed`) and each row, column and box holds 1..N once (`row_repeat`,
 `column_repeat`, `box_repeat`).
 
-Held-out split: the puzzle string (givens and holes) is hashed by `envs_catalog._common.split_of`;
+Held-out split: the puzzle string (givens and holes) is hashed by `llm_gym.authoring.split_of`;
 draws are rejection-sampled into the source's split.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.puzzles._grid import OK, PuzzleEnv
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase

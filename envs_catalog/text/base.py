@@ -8,7 +8,7 @@ from: `visible_reply` refuses over-long text, invalid UTF-8 (U+FFFD) and — sin
 the family is plain ASCII — any non-ASCII character outside whitespace (so Unicode look-alikes
 never pass for the letters they imitate); `read_list` reads one comma-separated line;
 `strict_json` accepts exactly one JSON value and nothing else. Sources draw tasks from the
-`rng` they are given, and hash each task's canonical key with `envs_catalog._common.split_of`
+`rng` they are given, and hash each task's canonical key with `llm_gym.authoring.split_of`
 for the train/test split.
 """
 
@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs_catalog._common import check_float, split_of
+from llm_gym.authoring import check_float, split_of
 from llm_gym.env_source import EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
 from llm_gym.renderers import Renderer

@@ -19,8 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_int
 from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs, strict_json
+from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
 

@@ -29,7 +29,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_int
 from envs_catalog.text.base import (
     TextGrade,
     TextSource,
@@ -38,6 +37,7 @@ from envs_catalog.text.base import (
     strict_json,
     visible_reply,
 )
+from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
 

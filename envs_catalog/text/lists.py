@@ -17,7 +17,6 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_int
 from envs_catalog.text.base import (
     WORDS,
     TextGrade,
@@ -27,6 +26,7 @@ from envs_catalog.text.base import (
     read_list,
     single_line,
 )
+from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.grading import parse_number
 from llm_gym.scripted import ScriptedCase

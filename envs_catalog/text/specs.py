@@ -1,4 +1,4 @@
-"""Registered ids of the text family (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""Registered ids of the text family (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS: list = [
     {"id": "llm/ReverseText-v0", "source": "envs_catalog.text.lists:ReverseTextSource",

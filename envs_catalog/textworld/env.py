@@ -40,9 +40,9 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int, child_seed
 from envs_catalog.games._turns import fold_reply
 from envs_catalog.textworld import games
+from llm_gym.authoring import check_float, check_int, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer

@@ -3,7 +3,7 @@ on-disk cache of the compiled games.
 
 A game is identified by its knobs (world size, number of objects, quest length) and a candidate
 number `c` = 0, 1, 2, ...: the key `textworld:{world_size}:{nb_objects}:{quest_length}:{c}` goes to
-split "test" when `envs_catalog._common.split_of(key)` says so (about one in ten), else "train", and
+split "test" when `llm_gym.authoring.split_of(key)` says so (about one in ten), else "train", and
 the i-th game of a split's pool is that split's i-th candidate. The key's CRC-32 seeds TextWorld's
 generator (`textworld.generator.make_game`), which builds the map, the objects and the quest; the
 bundled Inform 7 compiler (`compile_game`) turns it into a Z-machine `.z8` story plus the `.json`
@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from envs_catalog._common import hash_key, split_of
+from llm_gym.authoring import hash_key, split_of
 
 CACHE_ENV_VAR = "LLM_GYM_TEXTWORLD_CACHE"
 CACHE_VERSION = "v1"  # bump when the key -> game mapping changes

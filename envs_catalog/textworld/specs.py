@@ -1,4 +1,4 @@
-"""The TextWorld family's registered ids (read by `envs_catalog.ENV_SPECS`; data only, no imports).
+"""The TextWorld family's registered ids (read by `envs_catalog.ALL_SPECS`; data only, no imports).
 Registered only when the optional `textworld` package is importable."""
 
 SPECS: list = [

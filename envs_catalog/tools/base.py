@@ -26,7 +26,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int
+from llm_gym.authoring import check_float, check_int
 from llm_gym.env_source import EnvSource
 from llm_gym.grading import grade_numeric
 from llm_gym.renderers import Message, Renderer, ToolCall, get_text_content

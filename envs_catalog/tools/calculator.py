@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_int, split_of
 from envs_catalog.tools.base import (
     COMMON_KNOBS, REWARD_MEANING, GoldCall, ToolTaskSource, scripted_tool_cases,
 )
+from llm_gym.authoring import check_int, split_of
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
 from llm_gym.tools import tool

@@ -153,7 +153,7 @@ class EpisodeToolSource(ToolTaskSource):
         return task.question, task.answer
 
     def draw_in_split(self, rng: np.random.Generator) -> Task:
-        from envs_catalog._common import split_of
+        from llm_gym.authoring import split_of
 
         for _ in range(self.MAX_DRAWS):
             task = self.draw_episode(rng)

@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.tools.base import (
     COMMON_KNOBS, REWARD_MEANING, GoldCall, ToolTaskSource, scripted_tool_cases,
 )
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
 from envs_catalog.tools.sandboxed import CLOSED_REPLY, SandboxedTool

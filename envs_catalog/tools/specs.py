@@ -1,4 +1,4 @@
-"""The tools family's registered ids (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""The tools family's registered ids (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS = [{'id': 'llm/Calculator-v0',
   'source': 'envs_catalog.tools.calculator:CalculatorSource',

@@ -1,4 +1,4 @@
-"""Registered ids of the tools (additional envs) family (read by `envs_catalog.ENV_SPECS`; data only, no imports)."""
+"""Registered ids of the tools (additional envs) family (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS: list = [
     {"id": "llm/Retrieval-v0", "source": "envs_catalog.tools.retrieval:RetrievalSource",

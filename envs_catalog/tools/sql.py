@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_choice, check_float, check_int, split_of
 from envs_catalog.tools.base import COMMON_DEFAULTS, REWARD_MEANING
 from envs_catalog.tools.episode import EpisodeToolSource, Task, tool_knob_docs
+from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard
 from llm_gym.renderers import ToolCall
 from llm_gym.renderers.tools import format_assistant_text

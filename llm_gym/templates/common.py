@@ -13,7 +13,8 @@ name = "__DIST__"
 version = "0.1.0"
 description = "__ENV_ID__: an llm-gym environment"
 requires-python = ">=3.11"
-dependencies = ["llm-gym"]
+# The llm-gym this package was generated with (or newer): it imports llm-gym's public API only.
+dependencies = ["llm-gym>=__LLM_GYM_VERSION__"]
 
 # `import llm_gym` reads this group and registers every spec in the list with Gymnasium (by
 # string: nothing of the env module is imported until gym.make builds one).

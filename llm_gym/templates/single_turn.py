@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog._common import check_float, check_int, split_of
+from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
 from llm_gym.renderers import Renderer

@@ -36,6 +36,7 @@ import math
 import random
 import shlex
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -61,7 +62,7 @@ from trainers._trl_compat import (
 )
 from trainers.grpo.checkpoint import load_checkpoint, save_checkpoint
 from trainers.grpo.config import ConfigError, GRPOConfig
-from trainers.grpo.logging import MetricsLogger
+from trainers.grpo.logging import MetricsLogger, read_records
 from trainers.grpo.run_dir import (
     SCHEDULE_FIELDS,
     clear_run_files,
@@ -527,18 +528,55 @@ def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: 
                      reuse_kv=cfg.kv_reuse and multi_turn)
 
 
+class BatchProgress:
+    """A progress bar of episodes that advances a sampler batch at a time.
+
+    Batched rollouts finish their episodes in bursts: every episode of a single-turn batch ends
+    when its one generation does. Counted one by one, the first episode of a burst shows a rate of
+    one episode per batch time and an ETA of (episodes left) x (batch time). Here finished
+    episodes (`episode_done`) wait until the sampler starts its next batch (the batcher's
+    `before_batch` hook) or the rollouts end (`flush`), and reach the bar together, so its rate and
+    ETA are per batch; the postfix names the batch running. A policy without the hook (not a
+    `trainers.batching.BatchingCompleter`) advances the bar per episode.
+    """
+
+    def __init__(self, bar, policy) -> None:
+        self.bar = bar
+        self.pending = 0
+        self.batches = 0
+        self.coalesce = hasattr(policy, "before_batch")
+        if self.coalesce:
+            policy.before_batch = self._batch_starts
+
+    def episode_done(self, episodes: int = 1) -> None:
+        self.pending += episodes
+        if not self.coalesce:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.bar.update(self.pending)
+            self.pending = 0
+
+    def _batch_starts(self) -> None:
+        self.flush()
+        self.batches += 1
+        self.bar.set_postfix_str(f"batch {self.batches}")
+
+
 def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None,
              desc: str = "eval") -> dict[str, float]:
-    """Greedy accuracy and mean reward on `n_problems` held-out (`split="test"`) problems; ranks
-    split the problems and the counts are summed. With `cfg.progress` the main process shows a
-    progress bar of its problems, labelled `desc`."""
+    """Greedy accuracy and mean reward on `n_problems` held-out (`split="test"`) problems (one
+    episode each); ranks split the problems and the counts are summed. With `cfg.progress` the
+    main process shows a bar of its episodes, labelled `desc`, advanced as each sampler batch
+    finishes them (`BatchProgress`)."""
     from tqdm.auto import tqdm
 
     n = n_problems or cfg.eval_problems
     builders = list(make_dataset(cfg, "test", n, 1, EVAL_SEED).get_batch(0))
     builders = builders[accelerator.process_index::accelerator.num_processes]
     show = cfg.progress and accelerator.is_main_process
-    bar = tqdm(total=len(builders), desc=desc, unit="problem", leave=False, disable=not show,
+    bar = tqdm(total=len(builders), desc=desc, unit="episode", leave=False, disable=not show,
                dynamic_ncols=True)
     with unwrap_model_for_generation(model, accelerator) as policy_model:
         was_training = policy_model.training
@@ -546,8 +584,11 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
         sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id, 0.0,
                                EVAL_SEED, max(len(builders), 1),
                                multi_turn=not single_turn_env(cfg.env))
+        progress = BatchProgress(bar, sampler) if show else None
         groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler),
-                                on_group_done=(lambda: bar.update(1)) if show else None)
+                                on_group_done=progress.episode_done if progress else None)
+        if progress is not None:
+            progress.flush()
         policy_model.train(was_training)
     bar.close()
     s = group_stats(groups)
@@ -556,6 +597,31 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
     correct, reward, episodes = t.tolist()
     return {"accuracy": correct / max(episodes, 1), "reward": reward / max(episodes, 1),
             "problems": int(episodes)}
+
+
+def empty_steps_hint(sft_steps: int) -> str:
+    """What to change when steps train on no datum (`sft_steps`: the run's SFT warm start)."""
+    sft = ("an SFT warm start (--sft-steps N rather than --no-sft)" if sft_steps == 0
+           else "a longer SFT warm start (more --sft-steps)")
+    return (f"try {sft}, easier env settings (--env-kwargs), or a larger --group-size, so that "
+            "some group's episodes get different rewards")
+
+
+def empty_steps_message(empty_steps: int, step: int, groups: int, mixed_groups: int,
+                        hint: str) -> str:
+    """The warning of a run's first step that trained on no datum (`step`, 1-based; `groups`
+    and `mixed_groups`: its rolled-out groups, and those whose rewards differ): why, how many
+    such steps so far, and what to change (`hint`)."""
+    if groups == 0:
+        why = "no group came back from its rollouts"
+    elif mixed_groups == 0:
+        why = (f"each of its {groups} groups gave all its episodes the same reward, so no episode "
+               "had an advantage to learn from (such groups are dropped)")
+    else:
+        why = f"its {groups} groups gave no training datum"
+    return (f"GRPO step {step} trained on no datum: {why}. {empty_steps} of {step} steps so far "
+            f"trained on nothing (metric `empty_steps`; the run's total is printed at its end); "
+            f"{hint}.")
 
 
 def lr_lambda(cfg: GRPOConfig):
@@ -710,6 +776,16 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                            resume_step=start_step if ckpt is not None else None)
     if ckpt is None and "eval_before_rl" in summary:
         logger.log(0, {"eval/accuracy": summary["eval_before_rl"]})
+    # Held-out accuracy shown beside the training accuracy on the bar: the latest evaluation
+    # (before RL, or the last one before the checkpoint a resumed run starts from).
+    last_eval = summary.get("eval_before_rl")
+    if ckpt is not None and is_main:
+        evals = [r["eval/accuracy"] for r in read_records(logger.path)
+                 if isinstance(r.get("eval/accuracy"), (int, float))]
+        last_eval = evals[-1] if evals else last_eval
+    # Steps that trained on no datum (over the whole run: a resumed run continues the count)
+    empty_steps = int(summary.get("empty_steps", 0))
+    warned_empty = False
 
     # --- RL ---------------------------------------------------------------------------------
     from tqdm.auto import tqdm
@@ -779,11 +855,23 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             **env_metrics,
         }
         done = step + 1
+        if fb["datums"] == 0:
+            empty_steps += 1
+            if is_main and not warned_empty:
+                warned_empty = True
+                message = empty_steps_message(empty_steps, done, int(totals[6]), int(totals[5]),
+                                              empty_steps_hint(cfg.sft_steps))
+                with tqdm.external_write_mode():  # the warning on its own line, not over the bar
+                    warnings.warn(message)
+        summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it
+        step_metrics["empty_steps"] = empty_steps
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
             ev = evaluate(cfg, model, accelerator, stop_ids, pad_id, desc=f"eval at step {done}")
             step_metrics.update({"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
+            last_eval = ev["accuracy"]
         logger.log(done, step_metrics)
         bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
+                        **({} if last_eval is None else {"eval": f"{last_eval:.2f}"}),
                         loss=f"{fb['loss']:.3f}")
         if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
             _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
@@ -805,6 +893,10 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     summary.update(elapsed())  # wall/rl/setup seconds and segments of the whole run (`clock`)
     if is_main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+        if summary.get("empty_steps"):
+            print(f"{summary['empty_steps']} of {cfg.steps} GRPO steps trained on no datum (no "
+                  f"group of theirs had episodes with different rewards): "
+                  f"{empty_steps_hint(cfg.sft_steps)}")
         print(f"run finished: results in {run_dir} (summary.json, metrics.jsonl, checkpoints/); "
               f"plot the curves with: llm-gym plot {shlex.quote(str(run_dir))}")
     logger.close()
@@ -823,8 +915,6 @@ def set_cpu_threads(cfg: GRPOConfig, model, accelerator) -> None:
 
 def _quiet_libraries() -> None:
     """No per-save progress bars or deprecation chatter from HF inside the training loop."""
-    import warnings
-
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -36,9 +36,6 @@ __all__ = [
 ]
 
 DISTRIBUTION = "llm-gym"
-# Packages that llm-gym's code works with when present but that no extra installs; shown next to
-# the extra whose users want them, never counted as missing.
-_ALSO_SHOWN = {"classic": ("tianshou",)}
 
 
 def _normalize(name: str) -> str:
@@ -151,7 +148,6 @@ def extras_status(extras: Sequence[str] | None = None) -> dict[str, Any]:
     for extra in extras:
         rows = [_package_row(r["name"], r["specifier"]) for r in declared.get(extra, [])
                 if r["applies"] and _normalize(r["name"]) != DISTRIBUTION]
-        rows += [_package_row(name, "", optional=True) for name in _ALSO_SHOWN.get(extra, ())]
         out[extra] = {"in_all": extra in in_all, "packages": rows}
     return {"all": in_all, "extras": out}
 

@@ -51,7 +51,7 @@ def installed_version(python: str) -> str | None:
 def pip_command(python: str, version: str, gpu: bool, index: str, timeout: float) -> list[str]:
     """The pip command to run, printing the one line that says where torch comes from."""
     spec = f"torch=={version}"
-    base = [python, "-m", "pip", "install", "-q"]
+    base = [python, "-m", "pip", "install", "-qq"]
     if gpu:
         print(f"install_torch: NVIDIA GPU found: {spec} from the configured pip sources (CUDA build)")
         return base + [spec]

@@ -195,6 +195,7 @@ def _tianshou_collect(env_id: str, max_obs_len: int, n_episode: int):
 
 
 @pytest.mark.parametrize("env_id, max_obs_len", [("llm/Math-v0", 32), ("llm/GuessNumber-v0", 64)])
+@pytest.mark.slow
 def test_tianshou_collector_fills_a_replay_buffer(env_id, max_obs_len):
     pytest.importorskip("tianshou")
     make, stats, buffer = _tianshou_collect(env_id, max_obs_len, n_episode=4)
@@ -310,6 +311,7 @@ def _reinforce_run(updates: int, episodes_per_update: int = 32):
     return env, returns, losses, moved, greedy
 
 
+@pytest.mark.slow
 def test_tianshou_reinforce_learns_through_the_padded_view():
     pytest.importorskip("tianshou")
     env, returns, losses, moved, greedy = _reinforce_run(20)

@@ -65,10 +65,15 @@ def test_listing_reads_the_installed_distributions_at_most_once(monkeypatch):
         calls.append(1)
         return {"fake_catalog_a": ["gymnasium"]}
 
+    # the real registry, in a fresh process (here, earlier tests may have registered ids of
+    # modules no distribution declares)
+    probe = ("from importlib import metadata; calls = []; "
+             "metadata.packages_distributions = lambda: calls.append(1) or {}; "
+             "from llm_gym.cli_list import registered_envs; assert registered_envs(); print(len(calls))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr[-2000:]
     monkeypatch.setattr(metadata, "packages_distributions", counting)
     assert cli_list.metadata is metadata
-    registered_envs()
-    assert calls == []
     modules = ("fake_catalog_a.envs", "fake_catalog_b.envs", "fake_catalog_a.more")
     for n, module in enumerate(modules):
         env_id = f"llm/FakeThirdParty{n}-v0"

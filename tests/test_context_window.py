@@ -56,6 +56,7 @@ def test_hf_sampler_reports_the_models_window(short_window_model):
     assert limits.max_trajectory_tokens == WINDOW
 
 
+@pytest.mark.slow
 def test_episodes_end_at_the_window_instead_of_running_past_it(short_window_model):
     _, _, unbounded = _rollouts(short_window_model, limits_from_sampler=False)
     assert max(map(_longest_context, unbounded)) > WINDOW  # without the bound they run past it

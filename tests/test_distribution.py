@@ -27,7 +27,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PACKAGES = ("llm_gym", "envs_catalog", "trainers")
-TORCH = "torch==2.13.0"  # the Makefile's pin; on the CPU-only machines here a local CPU wheel
+TORCH_VERSION = "2.13.0"  # the Makefile's pin, installed the Makefile's way (scripts/install_torch.py)
 
 pytestmark = [
     pytest.mark.slow,
@@ -233,10 +233,12 @@ def test_a_scaffold_installs_against_the_wheel_and_passes_its_tests(base_venv, d
 
 
 def test_two_training_steps_from_the_wheel_with_the_train_extra(dist, workdir):
-    """`pip install torch` (the pinned CPU build here), then the wheel with `[train]`, into a venv
-    of its own; `llm-gym train` runs SFT + two GRPO steps of the tiny preset on llm/Math-v0."""
+    """torch as the Makefile installs it (the CPU build without a GPU), then the wheel with
+    `[train]`, into a venv of its own; `llm-gym train` runs SFT + two GRPO steps of the tiny preset
+    on llm/Math-v0."""
     bin_dir = _make_venv(workdir / "venv-train")
-    _pip_install(bin_dir, TORCH, cwd=workdir, timeout=1200)
+    _run([sys.executable, REPO / "scripts" / "install_torch.py", "--python", bin_dir / "python",
+          "--version", TORCH_VERSION], cwd=workdir, timeout=1200)
     _pip_install(bin_dir, f"{dist['wheel']}[train]", cwd=workdir, timeout=1200)
     out = workdir / "runs"
     proc = _run([bin_dir / "llm-gym", "train", "--steps", "2", "--sft-steps", "2",

@@ -1,9 +1,9 @@
 """Every code example in README.md runs: python blocks execute in a fresh interpreter, shell
 blocks name only Makefile targets and `llm-gym` subcommands that exist.
 
-Blocks that use bridged ids (`rg/...`, `textarena/...`) need those libraries: here they skip when
-the packages are absent, and `make test-bridges` runs them (`-k bridge`, in `.venv-bridges`, where
-a skip is a failure). The ```py block for verifiers/OpenEnv runs in `make test-adapters`
+Blocks that use bridged ids (`rg/...`, `textarena/...`) need those libraries: they skip when the
+packages are absent, except under LLM_GYM_REQUIRE_BRIDGES=1 (make test's `.venv` has `[all]`),
+where a skip is a failure. The ```py block for verifiers/OpenEnv runs in `make test-adapters`
 (`tests/test_adapter_verifiers.py`)."""
 
 from __future__ import annotations
@@ -36,8 +36,14 @@ def _bridge_packages(code: str) -> list[str]:
     return [pkg for marker, pkg in _BRIDGE_PACKAGES.items() if marker in code]
 
 
+# Examples that import the classic RL libraries (torch, SB3, torchrl: ~30-60 s of imports and a
+# PPO run on 2 cores) run in make test-all only.
+_SLOW_IMPORTS = ("stable_baselines3", "torchrl", "tianshou")
+
+
 @pytest.mark.parametrize("index", [
-    pytest.param(i, id=f"bridge-{i}" if _bridge_packages(code) else str(i))
+    pytest.param(i, id=f"bridge-{i}" if _bridge_packages(code) else str(i),
+                 marks=[pytest.mark.slow] if any(m in code for m in _SLOW_IMPORTS) else [])
     for i, code in enumerate(PYTHON_BLOCKS)
 ])
 def test_python_example_runs(index, tmp_path):

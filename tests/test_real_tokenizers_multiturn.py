@@ -19,6 +19,8 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+
+from tests._fast import sampled
 from gymnasium.utils.env_checker import check_env
 
 import llm_gym  # noqa: F401  (registers the catalog)
@@ -51,6 +53,8 @@ MULTI_TURN = [spec for spec in ENV_SPECS
 MULTI_TURN_IDS = [spec["id"] for spec in MULTI_TURN]
 MODE_OF = {key: mode for mode, key in METRIC_KEYS.items()}
 SEEDS = range(6)
+# every (real tokenizer, multi-turn id) pair: a sample in make test, all of them in make test-all
+PAIRS = [(name, env_id) for name in TOKENIZERS for env_id in MULTI_TURN_IDS]
 
 
 def template_ids(tok, messages, **kwargs) -> list[int]:
@@ -143,8 +147,7 @@ def check_trajectory(env, traj, tok, template_kwargs=None, expect=None) -> list[
     return modes
 
 
-@pytest.mark.parametrize("env_id", MULTI_TURN_IDS)
-@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("name, env_id", sampled(PAIRS, 8, label="-".join))  # all in test-all
 def test_check_env_is_clean_with_the_default_renderer(real_tokenizers, name, env_id):
     path, tok = real_tokenizers(name)
     env = gym.make(env_id, tokenizer=path)
@@ -171,8 +174,7 @@ def _first_messages(env):
     return env._messages[:1] or env._intro_messages()
 
 
-@pytest.mark.parametrize("env_id", MULTI_TURN_IDS)
-@pytest.mark.parametrize("name", TOKENIZERS)
+@pytest.mark.parametrize("name, env_id", sampled(PAIRS, 8, label="-".join))  # all in test-all
 def test_rollouts_keep_the_prefix_and_match_the_template(real_tokenizers, name, env_id):
     path, tok = real_tokenizers(name)
     spec = next(s for s in MULTI_TURN if s["id"] == env_id)

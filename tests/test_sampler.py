@@ -71,6 +71,7 @@ def test_bf16_weights_give_float_logprobs(model):
     assert all(isinstance(x, float) and x <= 0.0 for x in sample.logprobs)
 
 
+@pytest.mark.slow
 def test_deterministic_given_seed(model):
     def run(seed):
         sampler = HFSampler(model, max_tokens=10, seed=seed)

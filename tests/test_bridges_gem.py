@@ -1,7 +1,7 @@
 """The GEM bridge against the real, pinned gem-llm: every registered `gem/<id>` passes `check_env`
 and a scripted episode (GEM's own random actions) to its end, the committed table matches the
 package, seeds that GEM itself rejects (>= 2**32) work, and episodes are reproducible although GEM
-draws from the global generators. Runs where gem-llm is installed (`make test-bridges`)."""
+draws from the global generators. Runs where gem-llm is installed (`make test`: .venv has [all])."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 from tests._fast import sampled
 from gymnasium.utils.env_checker import check_env
 
-# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+# make test sets LLM_GYM_REQUIRE_BRIDGES (.venv has [all]): a missing package fails, not skips.
 gem = (importlib.import_module("gem") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
       else pytest.importorskip("gem"))
 logging.disable(logging.INFO)  # `import gem` sets the root logger to INFO

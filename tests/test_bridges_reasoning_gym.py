@@ -2,7 +2,7 @@
 `check_env` and a scripted episode (the dataset's own answer scores 1, garbage does not), the
 committed id table matches the package, knobs are the config fields, splits use disjoint seeds,
 and a scorer that raises or hangs is contained. Runs where reasoning-gym is installed (`make
-test-bridges`); skipped elsewhere."""
+test`: .venv has [all]); skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 from tests._fast import sampled
 from gymnasium.utils.env_checker import check_env
 
-# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+# make test sets LLM_GYM_REQUIRE_BRIDGES (.venv has [all]): a missing package fails, not skips.
 rg = (importlib.import_module("reasoning_gym") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
       else pytest.importorskip("reasoning_gym"))
 

@@ -1,7 +1,7 @@
 """The SkyRL-gym bridge against the real, pinned skyrl-gym: every registered `skyrl/<id>` passes
 `check_env` and a scripted episode over a small SkyRL-format dataset written here, the committed
 table matches the package, a missing dataset says how to make one, and rows with a split are used
-only for it. Runs where skyrl-gym is installed (`make test-bridges`)."""
+only for it. Runs where skyrl-gym is installed (`make test`: .venv has [all])."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import gymnasium as gym
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+# make test sets LLM_GYM_REQUIRE_BRIDGES (.venv has [all]): a missing package fails, not skips.
 skyrl_gym = (importlib.import_module("skyrl_gym") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
       else pytest.importorskip("skyrl_gym"))
 

@@ -2,7 +2,7 @@
 passes `check_env` and a scripted game (random legal moves) to its end, the committed table
 matches the package, the optimal opponents cannot be beaten, episodes are reproducible, the
 observations never repeat history, and self-play runs both seats of one game through the rollout
-code. Runs where textarena is installed (`make test-bridges`); skipped elsewhere."""
+code. Runs where textarena is installed (`make test`: .venv has [all]); skipped elsewhere."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ import pytest
 from tests._fast import sampled
 from gymnasium.utils.env_checker import check_env
 
-# `make test-bridges` sets LLM_GYM_REQUIRE_BRIDGES: there a missing package fails instead of skipping.
+# make test sets LLM_GYM_REQUIRE_BRIDGES (.venv has [all]): a missing package fails, not skips.
 ta = (importlib.import_module("textarena") if os.environ.get("LLM_GYM_REQUIRE_BRIDGES")
       else pytest.importorskip("textarena"))
 

@@ -150,7 +150,7 @@ def test_the_wheel_and_the_sdist_carry_every_runtime_file(dist):
     assert {n.split("/")[0] for n in wheel_names} == {*PACKAGES, info}  # no tests/, no docs/
     assert f"Version: {llm_gym.__version__}\n" in metadata
     assert "Requires-Dist: gymnasium" in metadata and "Requires-Dist: numpy" in metadata
-    assert '[llm_gym.envs]\ncatalog = envs_catalog:ENV_SPECS' in entry_points
+    assert '[llm_gym.envs]\ncatalog = envs_catalog:ALL_SPECS' in entry_points
     assert "[console_scripts]\nllm-gym = llm_gym.cli:main" in entry_points
 
     with tarfile.open(dist["sdist"]) as sdist:

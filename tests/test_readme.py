@@ -51,7 +51,7 @@ def test_python_example_runs(index, tmp_path):
     if missing:
         if os.environ.get("LLM_GYM_REQUIRE_BRIDGES") == "1":
             pytest.fail(f"README example {index} needs {missing}, which are not installed")
-        pytest.skip(f"README example {index} uses bridged ids of {missing} (make test-bridges runs it)")
+        pytest.skip(f"README example {index} uses bridged ids of {missing} (make test runs it in .venv, which has [all])")
     script = tmp_path / f"readme_example_{index}.py"
     script.write_text(PYTHON_BLOCKS[index])
     proc = subprocess.run(

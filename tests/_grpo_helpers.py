@@ -3,12 +3,19 @@
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import torch
 
 from llm_gym import get_renderer, load_tokenizer
+
+
+def train_records(run_dir: Path) -> dict[int, dict]:
+    """A run's training-step lines of metrics.jsonl, by step."""
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    return {r["step"]: r for r in map(json.loads, lines) if "loss" in r}
 
 
 def warm_start_model(path: Path, steps: int = 60, seed: int = 0) -> str:

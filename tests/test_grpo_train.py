@@ -13,7 +13,7 @@ import shutil
 import pytest
 import torch
 
-from tests._grpo_helpers import warm_start_model
+from tests._grpo_helpers import train_records, warm_start_model
 from trainers.grpo.config import GRPOConfig
 
 pytestmark = pytest.mark.slow
@@ -32,17 +32,13 @@ def _math_cfg(model: str, out, **kw) -> GRPOConfig:
     return GRPOConfig(**base)
 
 
-def _train_records(run_dir):
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return {r["step"]: r for r in map(json.loads, lines) if "loss" in r}
-
 
 def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
     from trainers.grpo.trainer import train
 
     full_cfg = _math_cfg(warm_model, tmp_path / "a", save_every=2)
     summary = train(full_cfg)
-    full = _train_records(full_cfg.run_dir)
+    full = train_records(full_cfg.run_dir)
     assert sorted(full) == [1, 2, 3, 4]
     assert all(math.isfinite(r["loss"]) and math.isfinite(r["grad_norm"]) for r in full.values())
     assert any(r["grad_norm"] > 0 for r in full.values())  # the warm model gives reward variance
@@ -65,7 +61,7 @@ def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
     shutil.rmtree(resumed_cfg.run_dir / "checkpoints" / "step_000004")
     (resumed_cfg.run_dir / "summary.json").unlink()
     train(resumed_cfg)
-    resumed = _train_records(resumed_cfg.run_dir)
+    resumed = train_records(resumed_cfg.run_dir)
     assert sorted(resumed) == [1, 2, 3, 4]  # metrics.jsonl continued, no duplicates
     for step in (3, 4):
         for key in ("reward", "loss", "grad_norm", "entropy", "sampled_tokens", "lr"):
@@ -137,7 +133,7 @@ def test_an_empty_rl_step_after_sft_changes_no_weight(tmp_path, monkeypatch):
                                             digits=1))
     summary = trainer.train(cfg, dataset=dataset)
     assert summary["sft_steps_run"] == 2
-    assert _train_records(cfg.run_dir)[1]["datums"] == 0
+    assert train_records(cfg.run_dir)[1]["datums"] == 0
     final = torch.load(cfg.run_dir / "checkpoints" / "step_000001" / "model_state.pt")
     assert final.keys() == after_sft.keys()
     changed = [k for k in final if not torch.equal(final[k], after_sft[k])]
@@ -152,7 +148,7 @@ def test_guess_number_multi_turn_trains_only_sampled_tokens(warm_model, tmp_path
                      groups_per_batch=2, max_tokens=4, eval_problems=2, steps=2,
                      remove_constant_reward_groups=False, output_dir=str(tmp_path), progress=False)
     train(cfg)
-    records = _train_records(cfg.run_dir)
+    records = train_records(cfg.run_dir)
     assert sorted(records) == [1, 2]
     for r in records.values():
         assert math.isfinite(r["loss"])
@@ -199,7 +195,7 @@ def test_lora_and_bf16_paths_train(warm_model, tmp_path):
     cfg = _math_cfg(warm_model, tmp_path, steps=2, lora_r=4, bf16=True, kl_beta=0.1,
                     loss="ppo", loss_reduction="seq_mean")
     train(cfg)
-    records = _train_records(cfg.run_dir)
+    records = train_records(cfg.run_dir)
     assert all(math.isfinite(r["loss"]) and r["kl"] >= 0 for r in records.values())
     state = torch.load(cfg.run_dir / "checkpoints" / "step_000002" / "model_state.pt")
     assert any("lora_A" in k for k in state)  # adapters were trained and saved

@@ -12,6 +12,8 @@ import warnings
 from types import SimpleNamespace
 
 import pytest
+
+from tests._grpo_helpers import train_records
 from tqdm.std import tqdm as std_tqdm
 
 from llm_gym import GymRLDataset, ModelInput, TokensWithLogprobs
@@ -114,10 +116,6 @@ def _cfg(tmp_path, **kw) -> GRPOConfig:
     return GRPOConfig(**base)
 
 
-def _train_records(run_dir):
-    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
-    return {r["step"]: r for r in map(json.loads, lines) if "loss" in r}
-
 
 # ------------------------------------------------------------------------------------------------
 # 1. Steps that train on no datum: one warning with the count, a total at the end, a metric
@@ -137,7 +135,7 @@ def test_steps_without_datums_warn_once_and_are_counted(tmp_path, capsys):
                  "--group-size"):
         assert hint in message, hint
 
-    records = _train_records(cfg.run_dir)
+    records = train_records(cfg.run_dir)
     assert [records[s]["datums"] for s in (1, 2, 3)] == [4, 0, 0]
     assert [records[s]["empty_steps"] for s in (1, 2, 3)] == [0, 1, 2]  # cumulative
     assert summary["empty_steps"] == 2
@@ -152,7 +150,7 @@ def test_a_run_whose_steps_all_train_says_nothing(tmp_path, capsys):
         warnings.simplefilter("always")
         summary = trainer.train(cfg, dataset=_ScriptedDataset(constant_steps=set()))
     assert not [w for w in caught if "trained on no datum" in str(w.message)]
-    assert summary["empty_steps"] == 0 and _train_records(cfg.run_dir)[1]["empty_steps"] == 0
+    assert summary["empty_steps"] == 0 and train_records(cfg.run_dir)[1]["empty_steps"] == 0
     assert "trained on no datum" not in capsys.readouterr().out
 
 
@@ -329,6 +327,6 @@ def test_a_resumed_run_continues_the_empty_step_count_and_shows_its_last_eval(
     (message,) = [str(w.message) for w in caught if "trained on no datum" in str(w.message)]
     assert message.startswith("GRPO step 3 ") and "2 of 3 steps so far" in message
     assert summary["empty_steps"] == 2
-    assert [r["empty_steps"] for _, r in sorted(_train_records(cfg.run_dir).items())] == [1, 1, 2]
+    assert [r["empty_steps"] for _, r in sorted(train_records(cfg.run_dir).items())] == [1, 1, 2]
     (bar,) = [b for b in recording_bars if b.desc == "GRPO"]
     assert len(bar.postfixes) == 1 and "eval=0.30" in bar.postfixes[0]

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 from pathlib import Path
@@ -10,6 +11,22 @@ from pathlib import Path
 import torch
 
 from llm_gym import get_renderer, load_tokenizer
+
+
+class NoRewardEnv:
+    """Wraps an env: every episode ends after one turn with reward 0, so every group has
+    constant rewards (the test decides any group reward) and, with
+    `remove_constant_reward_groups`, an RL step gets no datum."""
+
+    def __init__(self, env):
+        self.env = env
+
+    async def initial_observation(self):
+        return await self.env.initial_observation()
+
+    async def step(self, action, *, extra=None):
+        result = await self.env.step(action, extra=extra)
+        return dataclasses.replace(result, reward=0.0, episode_done=True, metrics={})
 
 
 def train_records(run_dir: Path) -> dict[int, dict]:

@@ -13,7 +13,7 @@ import shutil
 import pytest
 import torch
 
-from tests._grpo_helpers import train_records, warm_start_model
+from tests._grpo_helpers import NoRewardEnv, train_records, warm_start_model
 from trainers.grpo.config import GRPOConfig
 
 pytestmark = pytest.mark.slow
@@ -68,19 +68,6 @@ def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
             assert resumed[step][key] == pytest.approx(full[step][key], rel=1e-5, abs=1e-6), (step, key)
 
 
-class _NoRewardEnv:
-    """Wraps an env: every episode ends after one turn with reward 0, so every group has
-    constant rewards and `remove_constant_reward_groups` leaves an RL step no datum."""
-
-    def __init__(self, env):
-        self.env = env
-
-    async def initial_observation(self):
-        return await self.env.initial_observation()
-
-    async def step(self, action, *, extra=None):
-        result = await self.env.step(action, extra=extra)
-        return dataclasses.replace(result, reward=0.0, episode_done=True, metrics={})
 
 
 class _NoRewardDataset:
@@ -99,7 +86,7 @@ class _NoRewardBuilder:
         self.builder = builder
 
     async def make_envs(self):
-        return [_NoRewardEnv(e) for e in await self.builder.make_envs()]
+        return [NoRewardEnv(e) for e in await self.builder.make_envs()]
 
     async def compute_group_rewards(self, trajectory_group, env_group):
         return [(0.0, {}) for _ in trajectory_group]

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from tests._grpo_helpers import train_records
+from tests._grpo_helpers import NoRewardEnv, train_records
 from tqdm.std import tqdm as std_tqdm
 
 from llm_gym import GymRLDataset, ModelInput, TokensWithLogprobs
@@ -26,18 +26,6 @@ from trainers.grpo.config import GRPOConfig
 # ------------------------------------------------------------------------------------------------
 # Helpers: rewards chosen by the test, a tqdm that records what it was told
 # ------------------------------------------------------------------------------------------------
-class _OneTurnEnv:
-    """Wraps an env: every episode ends after one turn with reward 0 (the group reward decides)."""
-
-    def __init__(self, env):
-        self.env = env
-
-    async def initial_observation(self):
-        return await self.env.initial_observation()
-
-    async def step(self, action, *, extra=None):
-        result = await self.env.step(action, extra=extra)
-        return dataclasses.replace(result, reward=0.0, episode_done=True, metrics={})
 
 
 class _ScriptedBuilder:
@@ -47,7 +35,7 @@ class _ScriptedBuilder:
         self.builder, self.constant = builder, constant
 
     async def make_envs(self):
-        return [_OneTurnEnv(e) for e in await self.builder.make_envs()]
+        return [NoRewardEnv(e) for e in await self.builder.make_envs()]
 
     async def compute_group_rewards(self, trajectory_group, env_group):
         return [(0.0 if self.constant else float(i), {}) for i in range(len(trajectory_group))]

@@ -36,6 +36,10 @@ class EnvCard:
     data_source: str
     license: str
     example_episode: list[dict[str, str]] = field(default_factory=list)  # chat messages
+    # What a reply is, for the adversarial audit (llm_gym.checks.adversarial): "one answer" (it
+    # commits to one answer, read under llm_gym.grading's policy), "program", or "free text"
+    # (the reply is the product, as in instruction following).
+    answer_form: str = "one answer"
 
 
 class EnvSource(ABC):

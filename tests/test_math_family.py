@@ -370,7 +370,7 @@ def test_reader_accepts_the_asked_forms(text, kind, n):
     ("x^2 - 3x + 2x - 6", "expand", "wrong_form"),  # equal but not simplified
     ("x(x - 1) - 6", "expand", "wrong_form"),
     ("x^2 - x - 6, (x+2)(x-3)", "expand", "wrong_form"),
-    ("x^2 - x - 6\nx^2 + x - 6", "expand", "no_answer"),
+    ("x^2 - x - 6\nx^2 + x - 6", "expand", "conflicting"),  # two answers, no label
     ("x^2 - x - 6 or x^2 + x - 6", "expand", "hedged"),
     ("x^2 - x - 6, actually x^2 + x - 6", "expand", "hedged"),
     ("\\boxed{x^2 - x - 6} \\boxed{x^2 + x - 6}", "expand", "conflicting"),

@@ -11,11 +11,17 @@ A reply is read by `read_answer` (strict, in this module) and then judged by mat
 1. **Limits.** Over `max_chars` (4096) characters: `too_long`; U+FFFD: `invalid_text`; blank:
    `empty`. A few symbols are read as ASCII (− · × ⋅ ² ³ √); any other non-ASCII character after
    NFKC makes the reply `unsupported_text` (no look-alike letters can disguise anything).
-2. **No hedges.** "or", "maybe", "actually", "wait", "either", "\\pm", ... anywhere: `hedged`.
-3. **One candidate.** Every `\\boxed{}` (an unclosed one: `malformed`) and the rest of every
-   line with an answer marker ("Answer:", "The final answer is") that holds no box are the
-   answers shown; two different ones are `conflicting`. With none, the reply itself is the
-   candidate when it is one line; otherwise `no_answer`. Other lines are working.
+2. **The final answer** (the policy of `llm_gym.grading`). Every `\\boxed{}` (an unclosed one:
+   `malformed`) and the rest of every line with an answer marker ("Answer:", "The final answer
+   is") that holds no box are the answers shown; with none, every line that reads in the asked
+   form (step 5) is; with none of those either, a one-line reply is its own candidate, else
+   `no_answer`. The last one shown is the final answer. Another one shown that reads
+   differently is `conflicting`, unless it is prose ("The answer is given below"), which is
+   working like any other line. A line of bare mathematics (no prose, no `=`) after the final
+   answer is a second answer: `conflicting`.
+3. **No hedges once an answer is stated.** "or", "maybe", "actually", "wait", "either",
+   "\\pm", ... from the first answer shown (or line of bare mathematics) on: `hedged` ("alternatively" anywhere). Before it
+   they are working ("x = (1 \\pm 5)/2 gives ...").
 4. **Plain form.** `$`, `\\(..\\)`, `\\left`/`\\right`, spacing commands and a trailing period are
    dropped, `\\cdot`/`\\times` read as `*`, `\\dfrac`/`\\tfrac` as `\\frac`. Any other LaTeX command
    (`\\phantom`, `\\color`, `\\text`, `\\neq`, ...) is `unsupported_latex`.
@@ -88,6 +94,7 @@ _ROOT_VALUE = re.compile(
 )
 _ROOT_PREFIX = re.compile(r"x(?:_[0-9]|_\{[0-9]\})?=")
 _ROOT_SPLIT = re.compile(r",|;|and")  # spaces are gone by then: "3andx_2=-2"
+_PROSE = re.compile(r"(?<![a-z\\])(?!sqrt|frac)[a-z]{3,}", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,9 @@ class Reading:
         return self.status == "ok"
 
 
-def _boxes(text: str) -> list[str] | None:
-    """Contents of every \\boxed{}/\\fbox{} (outermost), or None if one is unclosed."""
+def _boxes(text: str) -> list[tuple[int, int, str]] | None:
+    """(start, end, contents) of every \\boxed{}/\\fbox{} (outermost), or None if one is
+    unclosed."""
     found, i = [], 0
     while (m := _BOX_OPEN.search(text, i)) is not None:
         j, depth = m.end(), 1
@@ -112,7 +120,7 @@ def _boxes(text: str) -> list[str] | None:
             j += 1
         if depth:
             return None
-        found.append(text[m.end(): j - 1])
+        found.append((m.start(), j, text[m.end(): j - 1]))
         i = j
     return found
 
@@ -123,7 +131,9 @@ def _plain(candidate: str) -> str | None:
     s = candidate.strip()
     for _ in range(4):
         before = s
-        s = s.strip().strip("$").strip()
+        s = s.strip().strip("$`").strip()
+        if len(s) > 4 and s[:2] in ("**", "__") and s[-2:] == s[:2]:  # markdown bold
+            s = s[2:-2]
         if s.endswith("."):
             s = s[:-1]
         for a, b in (("\\(", "\\)"), ("\\[", "\\]")):
@@ -141,34 +151,10 @@ def _plain(candidate: str) -> str | None:
     return s
 
 
-def read_answer(text: str, kind: str, num_roots: int = 2, *,
-                max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """The reply's candidate in the form `kind` asks for, or the reason there is none (see the
-    module docstring). Never raises on any `str`; cost is bounded by `max_chars`."""
-    if len(text) > max_chars:
-        return Reading("too_long")
-    if "\ufffd" in text:
-        return Reading("invalid_text")
-    text = unicodedata.normalize("NFKC", text.translate(_SYMBOLS))
-    if not text.isascii():
-        return Reading("unsupported_text")
-    if not text.strip():
-        return Reading("empty")
-    if _HEDGE.search(text):
+def _form(candidate: str, kind: str, num_roots: int) -> Reading:
+    """One candidate read in the form `kind` asks for (steps 4-5 of the module docstring)."""
+    if _HEDGE.search(candidate):  # "\\pm" or "or" inside the answer itself
         return Reading("hedged")
-    boxes = _boxes(text)
-    if boxes is None:
-        return Reading("malformed")
-    # Every answer the reply shows: each box, and each answer-marker line without a box in it.
-    shown = boxes + [rest for rest in _MARKER_LINE.findall(text) if not _BOX_OPEN.search(rest)]
-    if not shown:
-        lines = [line for line in text.splitlines() if line.strip()]
-        if len(lines) != 1:
-            return Reading("no_answer")
-        shown = lines
-    if len({_plain(c) or c for c in shown}) > 1:
-        return Reading("conflicting")
-    candidate = shown[0]
     plain = _plain(candidate)
     if plain is None:
         return Reading("unsupported_latex")
@@ -188,7 +174,66 @@ def read_answer(text: str, kind: str, num_roots: int = 2, *,
     pieces = [_ROOT_PREFIX.sub("", p, count=1) for p in _ROOT_SPLIT.split(plain)]
     if len(pieces) != num_roots or not all(_ROOT_VALUE.fullmatch(p) for p in pieces):
         return Reading("wrong_form")
-    return Reading("ok", tuple(pieces))
+    return Reading("ok", tuple(sorted(pieces)))
+
+
+def read_answer(text: str, kind: str, num_roots: int = 2, *,
+                max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
+    """The reply's final answer in the form `kind` asks for, or the reason there is none (see
+    the module docstring). Never raises on any `str`; cost is bounded by `max_chars`."""
+    if len(text) > max_chars:
+        return Reading("too_long")
+    if "\ufffd" in text:
+        return Reading("invalid_text")
+    text = unicodedata.normalize("NFKC", text.translate(_SYMBOLS))
+    if not text.isascii():
+        return Reading("unsupported_text")
+    if not text.strip():
+        return Reading("empty")
+    boxes = _boxes(text)
+    if boxes is None:
+        return Reading("malformed")
+    # Every answer the reply states: each box, and each answer-marker line without a box in it;
+    # with none, each line that reads in the asked form.
+    shown = boxes + [(m.start(), m.end(), m.group(1)) for m in _MARKER_LINE.finditer(text)
+                     if not _BOX_OPEN.search(m.group(1))]
+    if all(_PROSE.search(c[2]) for c in shown):  # none, or only "The answer is given below."
+        lines, pos = [], 0
+        for line in text.split("\n"):
+            if line.strip():
+                lines.append((pos, pos + len(line), line))
+            pos += len(line) + 1
+        in_form = [ln for ln in lines if _form(ln[2], kind, num_roots).ok]
+        if not in_form and not shown:
+            return Reading("no_answer") if len(lines) != 1 else _form(lines[0][2], kind, num_roots)
+        shown += in_form
+    shown.sort()
+    final = shown[-1]
+    reading = _form(final[2], kind, num_roots)
+    if not reading.ok:
+        return reading
+    # Lines of bare mathematics (no prose, no "="): a stated answer or an unnamed working step.
+    math_lines, pos = [], 0
+    for line in text.split("\n"):
+        if line.strip(" \t*_`$.:-#>") and not _PROSE.search(line) and "=" not in line:
+            math_lines.append((pos, pos + len(line)))
+        pos += len(line) + 1
+    # Hedges once an answer has been stated (or a line of bare maths written), or a strong one
+    # anywhere; before that they are working.
+    stated = [s[0] for s in shown if s is final or not _PROSE.search(s[2])]
+    first = min(stated + [start for start, _ in math_lines])
+    if any(m.start() >= first or m.group().lower() == "alternatively"
+           for m in _HEDGE.finditer(text)):
+        return Reading("hedged")
+    for start, end, candidate in shown[:-1]:
+        other = _form(candidate, kind, num_roots)
+        if other.ok and other.parts != reading.parts:
+            return Reading("conflicting")
+        if not other.ok and not _PROSE.search(candidate):
+            return Reading("conflicting")  # a stated answer in another form (prose is working)
+    if any(start >= final[1] for start, _ in math_lines):
+        return Reading("conflicting")  # a second block after the final answer
+    return reading
 
 
 def _power(term: str) -> int:

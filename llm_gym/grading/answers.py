@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
+from llm_gym.grading.arithmetic import ArithmeticRun, arithmetic_runs
 from llm_gym.grading.numeric import (
     _PLAIN_INT,
     _UNREADABLE,
@@ -194,36 +195,63 @@ _LATEX_WRAP = re.compile(
     r"\\+(?:boxed|fbox|text|textbf|textrm|mathrm|mathbf|bm|displaystyle)[ \t]*\{(.*)\}", re.DOTALL
 )
 _MARKER = re.compile(
-    r"(?<![^\W_])(?:answers?|guess(?:es)?|moves?)(?![^\W_])"
+    r"(?<![^\W_])(?:answers?|guess(?:es)?|moves?|backup|fallback|alternatives?)(?![^\W_])"
     r"(?:[ \t]+(?:to|for|of)(?![^\W_])[^\n:=]{0,40}?)?"
     r"[ \t*_]*"
     r"(?::=|:|=>|->|→|=|is(?![^\W_])(?:[ \t*_]*:)?|(?:would|will|should|must)[ \t]+be(?![^\W_]))",
     re.IGNORECASE,
 )
-_RETRACTION = re.compile(
-    r"(?<![^\W_])(?:actually|correction|corrected|no[ \t,]*wait|wait|hold on|i mean|i meant|"
-    r"rather|sorry|oops|scratch that|make (?:that|it)|on second thought|instead|or|maybe|perhaps|"
-    r"possibly|probably|alternatively|otherwise|either|nope|i was wrong|should be|"
-    r"let me (?:correct|reconsider|re-?check|check|verify|double[- ]check)|"
+_OFFERED = re.compile(r"backup|fallback|alternative", re.IGNORECASE)  # markers never final
+# Words that offer another value. The strong ones do so wherever they stand; the others only
+# once an answer has been given (before it, "or" and "maybe" are reasoning).
+_STRONG_HEDGES = (
+    r"alternatively|if not|if (?:that|this|it)(?:'s|[ \t]+is)?[ \t]+(?:wrong|incorrect|not[ \t]+"
+    r"(?:right|it|correct))|second guess|plan b"
+)
+_HEDGE = re.compile(
+    r"(?<![^\W_])(?:" + _STRONG_HEDGES + r"|actually|correction|corrected|no[ \t,]*wait|wait|"
+    r"hold on|i mean|i meant|rather|sorry|oops|scratch that|make (?:that|it)|on second thought|"
+    r"instead|or|maybe|perhaps|possibly|probably|otherwise|either|else|also|could be|might be|"
+    r"nope|i was wrong|should be|let me (?:correct|reconsider)|"
     r"change (?:it|that|my (?:answer|guess|move))(?: to)?)(?![^\W_])",
     re.IGNORECASE,
 )
-# Where a marker's answer text ends: a sentence end, a bracket, a reason, a correction.
+_STRONG_HEDGE = re.compile(r"(?<![^\W_])(?:" + _STRONG_HEDGES + r")(?![^\W_])", re.IGNORECASE)
+# A check introduces working: a calculation after it that holds is not an answer.
+_CHECK = re.compile(
+    r"(?<![^\W_])(?:(?:let me|let's|to|i'll|we can|i can|now)[ \t]+)?(?:re-?check|check|verify|"
+    r"double[- ]check|confirm|sanity[- ]check|verification|proof)(?:ing|ed|s)?(?![^\W_])",
+    re.IGNORECASE,
+)
+# Where a marker's answer text ends: a sentence end, a bracket, a reason, a hedge or a check.
 _ANSWER_END = re.compile(
     r"[.!?;](?=\s|$)|[ \t][(\[]|(?<![^\W_])(?:because|since|as|so|which|given|from|via)(?![^\W_])"
-    r"|" + _RETRACTION.pattern,
+    r"|" + _HEDGE.pattern + "|" + _CHECK.pattern,
     re.IGNORECASE,
 )
 _ANSWER_START = re.compile(r"[ \t*_]*")
 _SENTENCE_END = re.compile(r"[.!?;](?=\s|$)|\n")
-_LINE_PREFIX = re.compile(r"[ \t>#]*(?:[-*+•][ \t]+)?(?:(?:=>|->|→|=)[ \t]*)?")
-_LINE_NUMBER = re.compile(r"[+-]?[0-9][0-9.,/]*|" + _WORD_RUN, re.IGNORECASE)
-_NUM = r"[0-9](?:[0-9.,]*[0-9])?"
-_EXPRESSION = re.compile(
-    rf"{_NUM}(?:[ \t]*[-+*/×÷^][ \t]*{_NUM})+(?P<results>(?:[ \t]*=[ \t]*{_NUM})*)"
+# A line that is just a number, after a quote, heading or bullet mark; "= 2210" (a step of a
+# calculation) is told apart by its `step` group.
+_LINE_PREFIX = re.compile(r"[ \t>#]*(?:[-*+•][ \t]+)?(?P<step>(?:=>|->|→|=)[ \t]*)?")
+_LINE_NUMBER = re.compile(
+    r"[+-]?\.?[0-9][0-9.,/]*(?:[ \t]*/[ \t]*[0-9]+)?|" + _WORD_RUN, re.IGNORECASE
 )
 _NEGATION = re.compile(r"(?<![^\W_])(?:not|no|never|isn't|isnt|wasn't|aren't)(?![^\W_])|n't", re.I)
 _HAS_NUMBERISH = re.compile(r"[0-9]|(?<![^\W_])" + _WORD_RUN, re.IGNORECASE)
+_STARTS_NUMBERISH = re.compile(r"[+-]?\.?[0-9]|" + _WORD_RUN, re.IGNORECASE)
+# Unit words after a number ("3000 metres", "12 km/h", "5 m^2"): read as the number. Words that
+# change the number's meaning are not units.
+_UNIT_TAIL = re.compile(
+    r"(?P<number>.*?[0-9])[ \t]+(?P<units>[a-z°µ][a-z°µ'./-]*(?:\^[23])?"
+    r"(?:[ \t]+(?:per[ \t]+)?[a-z°µ][a-z°µ'./-]*(?:\^[23])?){0,2})",
+    re.IGNORECASE,
+)
+_NOT_UNITS = re.compile(
+    r"(?<![^\W_])(?:percent|per[ \t]+cent|percentage|dozens?|squared|cubed|times|scores?|hundreds?"
+    r"|thousands?|millions?|billions?|and|or|to|by|of|plus|minus|over|off|less|more|than)(?![^\W_])",
+    re.IGNORECASE,
+)
 
 
 class _Candidate(NamedTuple):
@@ -231,6 +259,27 @@ class _Candidate(NamedTuple):
     value: Fraction | None
     text: str
     source: str
+    start: int
+    end: int
+    role: str = "alternative"  # "final", "alternative" or "working"
+
+
+@dataclass(frozen=True)
+class AnswerCandidate:
+    """One place a reply states (or seems to state) an answer. `start`/`end` index the reply's
+    visible text (after the folding of pass 1; the same as the reply's own positions when it is
+    plain ASCII without special-token text). `source`: "boxed", "answer_line" (an answer
+    marker), "bare" (a line that is just a number, or the whole reply), "retraction" (a value
+    after a correction, hedge or check), "after_final" (a number after the final answer).
+    `role`: "final" (the one graded), "alternative" (another answer: no credit unless it has the
+    final's value) or "working" (a worked step, a check that holds, a marker followed by prose)."""
+
+    text: str
+    value: Fraction | None
+    source: str
+    role: str
+    start: int
+    end: int
 
 
 def _clean(text: str) -> str:
@@ -262,17 +311,25 @@ def _read(text: str, prose: bool) -> object:
         return value
     if not _HAS_NUMBERISH.search(s):
         return None
-    if not prose or _GLYPH in s or _NEGATION.search(s):
+    if _GLYPH in s or _NEGATION.search(s):
+        return _UNREADABLE
+    m = _UNIT_TAIL.fullmatch(s)
+    units = re.sub(r"\^[23]", "", m.group("units")) if m else ""
+    if m and not _HAS_NUMBERISH.search(units) and not _NOT_UNITS.search(units):
+        value = _read_number(_clean(m.group("number")))
+        if value is not None:
+            return value
+    if not prose:
         return _UNREADABLE
     values = {v for _, _, v in _number_tokens(s)}
     return values.pop() if len(values) == 1 else _UNREADABLE
 
 
-def _candidate(value: object, text: str, source: str) -> _Candidate:
+def _candidate(value: object, text: str, source: str, start: int, end: int) -> _Candidate:
     text = _clean(text)
     if value is _UNREADABLE:
-        return _Candidate(("?", text), None, text, source)
-    return _Candidate(value, value, text, source)  # type: ignore[arg-type]
+        return _Candidate(("?", text), None, text, source, start, end)
+    return _Candidate(value, value, text, source, start, end)  # type: ignore[arg-type]
 
 
 def _boxes(text: str) -> tuple[str, list[tuple[int, str]]] | None:
@@ -295,118 +352,220 @@ def _boxes(text: str) -> tuple[str, list[tuple[int, str]]] | None:
     return _BOX.join(pieces + [text[i:]]), found
 
 
-class _Retractions:
-    """Reads the answer each correction or hedge introduces: the first number of the rest of its
-    sentence (None if there is none). A calculation there counts as its result ("let me check:
-    23+45=68" is 68); one without a stated result is unreadable. The text's numbers and sentence
-    ends are found once, so a reply full of hedges costs linear time, not quadratic."""
+class _Numbers:
+    """The text's numbers, calculations and sentence ends, found once, so that a reply full of
+    hedges costs linear time, not quadratic."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _number_tokens(text)
         self.starts = [start for start, _, _ in self.tokens]
         self.ends = [m.start() for m in _SENTENCE_END.finditer(text)]
+        self.runs = [r for r in arithmetic_runs(text) if r.operators or r.is_equation]
+        self.run_starts = [r.start for r in self.runs]
 
-    def value_after(self, start: int) -> object:
+    def run_at(self, pos: int) -> ArithmeticRun | None:
+        """The calculation (with an operator or an `=`) holding the character at `pos`."""
+        k = bisect.bisect_right(self.run_starts, pos) - 1
+        return self.runs[k] if k >= 0 and pos < self.runs[k].end else None
+
+    def value_after(self, start: int, check: bool) -> tuple[object, int, int] | None:
+        """(value, start, end) of what a hedge or check at `start` introduces: the first number
+        of the rest of its sentence, or the result of the calculation it starts ("or maybe
+        70+6 = 76" is 76). After a check, a calculation that holds is working: None."""
         k = bisect.bisect_left(self.starts, start)
         if k == len(self.tokens):
             return None
         end = bisect.bisect_left(self.ends, start)
-        token_start, _, value = self.tokens[k]
+        token_start, token_end, value = self.tokens[k]
         if end < len(self.ends) and self.ends[end] < token_start:
             return None  # the sentence ended before any number
-        m = _EXPRESSION.match(self.text[token_start: token_start + 200])
-        if m:
-            results = re.findall(_NUM, m.group("results"))
-            value = parse_number(results[-1]) if results else None
-            return _UNREADABLE if value is None else value
-        return value
+        run = self.run_at(token_start)
+        if run is not None:
+            if check and run.holds:
+                return None
+            return (_UNREADABLE if run.value is None else run.value), token_start, run.end
+        return value, token_start, token_end
 
 
-def _collect(text: str, prose: bool) -> list[_Candidate] | AnswerStatus:
-    boxed = _boxes(text)
-    if boxed is None:
-        return AnswerStatus.MALFORMED
-    text, boxes = boxed
-    candidates: list[_Candidate] = []
-    anchors: list[int] = []  # where answers were given; corrections after the first one count
+def _labeled(text: str, boxes: list[tuple[int, str]], prose: bool) -> list[_Candidate]:
+    """Each `\\boxed{}` and each answer marker with a value in its answer text."""
+    found: list[_Candidate] = []
     for pos, contents in boxes:
-        anchors.append(pos)
         if _clean(contents):
             value = _read(contents, prose)
             value = _UNREADABLE if value is None else value  # "\\boxed{x}" boxes a non-number
-            candidates.append(_candidate(value, contents, "boxed"))
+            found.append(_candidate(value, contents, "boxed", pos, pos + 1))
     markers = list(_MARKER.finditer(text))
     for k, m in enumerate(markers):
-        anchors.append(m.start())
         line_end = text.find("\n", m.end())
         stop = len(text) if line_end < 0 else line_end
         if k + 1 < len(markers):
             stop = min(stop, markers[k + 1].start())
         start = _ANSWER_START.match(text, m.end()).end()
         cut = _ANSWER_END.search(text, start, stop)
-        answer = text[start: cut.start() if cut else stop]
-        value = _read(answer, prose)
+        end = cut.start() if cut else stop
+        value = _read(text[start:end], prose)
         if value is not None:
-            candidates.append(_candidate(value, answer, "answer_line"))
-    pos = 0
+            source = "alternative" if _OFFERED.match(m.group()) else "answer_line"
+            found.append(_candidate(value, text[start:end], source, m.start(), end))
+    return sorted(found, key=lambda c: c.start)
+
+
+def _bare_lines(text: str) -> list[tuple[_Candidate, bool]]:
+    """(candidate, is a step) for each line that is just a number; a step is "= 2210"."""
+    found, pos = [], 0
     for line in text.split("\n"):
-        body = _clean(line[_LINE_PREFIX.match(line).end():])
+        prefix = _LINE_PREFIX.match(line)
+        body = _clean(line[prefix.end():])
         if _BOX not in line and body and _LINE_NUMBER.fullmatch(body):
-            anchors.append(pos)
             value = _read(body, False)
-            candidates.append(_candidate(_UNREADABLE if value is None else value, body, "bare"))
+            value = _UNREADABLE if value is None else value
+            found.append((_candidate(value, body, "bare", pos, pos + len(line)),
+                          prefix.group("step") is not None))
         pos += len(line) + 1
-    retractions = list(_RETRACTION.finditer(text, min(anchors))) if anchors else []
-    if retractions:
-        reader = _Retractions(text)
-        for m in retractions:
-            value = reader.value_after(m.end())
-            if value is not None:
-                candidates.append(_candidate(value, text[m.end():m.end() + 40], "retraction"))
-    if candidates:
-        return candidates
-    whole = _clean(text)
-    if not whole:
-        return AnswerStatus.EMPTY
-    value = _read(whole, prose)
-    return [_candidate(_UNREADABLE if value is None else value, whole, "bare")]
+    return found
+
+
+def _collect(text: str, prose: bool, givens: frozenset[Fraction]) -> list[_Candidate] | AnswerStatus:
+    """Every candidate with its role; exactly one is "final"."""
+    boxed = _boxes(text)
+    if boxed is None:
+        return AnswerStatus.MALFORMED
+    text, boxes = boxed
+    labeled = _labeled(text, boxes, prose)
+    bare = _bare_lines(text)
+    # A marker followed by prose ("The answer is found by subtracting 49 ...") is working; one
+    # that states a value, or starts to, is an answer.
+    stated = [c for c in labeled
+              if c.value is not None or c.source == "boxed" or _STARTS_NUMBERISH.match(c.text)]
+    finals = [c for c in stated if c.source != "alternative"]
+    if finals:
+        final = finals[-1]
+    elif bare:
+        final = bare[-1][0]
+    elif stated:
+        final = stated[-1]
+    else:
+        whole = _clean(text)
+        if not whole:
+            return AnswerStatus.EMPTY
+        value = _read(whole, prose)
+        return [_candidate(_UNREADABLE if value is None else value, whole, "bare", 0, len(text))
+                ._replace(role="final")]
+    out = [final._replace(role="final")]
+    for c in labeled:
+        if c is not final:
+            out.append(c._replace(role="alternative" if c in stated else "working"))
+    for c, step in bare:
+        if c.start != final.start:
+            out.append(c._replace(role="working" if step and c.start < final.start else "alternative"))
+    numbers = _Numbers(text)
+    first_anchor = min(c.start for c in out)
+    for m in _HEDGE.finditer(text):
+        if m.start() < first_anchor and not _STRONG_HEDGE.fullmatch(m.group()):
+            continue
+        after = numbers.value_after(m.end(), check=False)
+        if after is not None:
+            value, start, end = after
+            out.append(_candidate(value, text[start:end], "retraction", start, end))
+    for m in _CHECK.finditer(text, first_anchor):
+        after = numbers.value_after(m.end(), check=True)
+        if after is not None:
+            value, start, end = after
+            out.append(_candidate(value, text[start:end], "retraction", start, end))
+    if final.value is not None:
+        out += _after_final(text, final, out, numbers, givens)
+    return out
+
+
+def _after_final(text: str, final: _Candidate, listed: list[_Candidate], numbers: _Numbers,
+                 givens: frozenset[Fraction]) -> list[_Candidate]:
+    """The numbers written in digits after the final answer that are not the final value said
+    again, a calculation that holds (or one worth the final value), a unit's power ("m^2"), a
+    given of the task, or part of a candidate already listed."""
+    spans = sorted((c.start, c.end) for c in listed)
+    found = []
+    k = bisect.bisect_left(numbers.starts, final.end)
+    for start, end, value in numbers.tokens[k:]:
+        if not text[start].isdigit() and not text[start + 1: start + 2].isdigit():
+            continue  # a number word after the answer ("the first one") is prose
+        if value == final.value or value in givens:
+            continue
+        if any(s <= start < e for s, e in spans):
+            continue
+        if start >= 2 and text[start - 1] == "^" and text[start - 2].isalpha():
+            continue
+        run = numbers.run_at(start)
+        if run is not None and (run.holds or (not run.is_equation and run.value == final.value)):
+            continue
+        found.append(_candidate(value, text[start:end], "after_final", start, end))
+    return found
 
 
 # --- 3. decision -------------------------------------------------------------------------------
-def _extract(text: str, max_chars: int, prose: bool) -> Extraction:
+def _givens(context: str | None) -> frozenset[Fraction]:
+    if not context:
+        return frozenset()
+    visible = _visible_text(context[: 4 * MAX_RESPONSE_CHARS])
+    if isinstance(visible, AnswerStatus):
+        return frozenset()
+    return frozenset(v for _, _, v in _number_tokens(visible) if isinstance(v, Fraction))
+
+
+def _candidates(text: str, max_chars: int, prose: bool, context: str | None
+                ) -> list[_Candidate] | AnswerStatus:
     if len(text) > max_chars:
-        return Extraction(AnswerStatus.TOO_LONG)
+        return AnswerStatus.TOO_LONG
     if "\ufffd" in text:
-        return Extraction(AnswerStatus.INVALID_TEXT)
+        return AnswerStatus.INVALID_TEXT
     visible = _visible_text(text)
     if isinstance(visible, AnswerStatus):
-        return Extraction(visible)
+        return visible
     if not visible.strip():
-        return Extraction(AnswerStatus.EMPTY)
-    candidates = _collect(visible, prose)
+        return AnswerStatus.EMPTY
+    return _collect(visible, prose, _givens(context))
+
+
+def _extract(text: str, max_chars: int, prose: bool, context: str | None = None) -> Extraction:
+    candidates = _candidates(text, max_chars, prose, context)
     if isinstance(candidates, AnswerStatus):
         return Extraction(candidates)
-    if len(dict.fromkeys(c.key for c in candidates)) > 1:
+    final = candidates[0]
+    if any(c.role != "working" and c.key != final.key for c in candidates):
         return Extraction(AnswerStatus.CONFLICTING)
-    first = candidates[0]
-    return Extraction(AnswerStatus.OK, first.text, first.source, first.value)
+    return Extraction(AnswerStatus.OK, final.text, final.source, final.value)
+
+
+def answer_candidates(
+    text: str, *, max_chars: int = MAX_RESPONSE_CHARS, prose: bool = False,
+    context: str | None = None,
+) -> list[AnswerCandidate]:
+    """Every place `text` states an answer, with its role (see `AnswerCandidate`), the final
+    one first; `[]` when the reply cannot be read at all (`extract_answer` says why)."""
+    candidates = _candidates(text, max_chars, prose, context)
+    if isinstance(candidates, AnswerStatus):
+        return []
+    return [AnswerCandidate(c.text, c.value, c.source, c.role, c.start, c.end) for c in candidates]
 
 
 def extract_answer(
-    text: str, *, max_chars: int = MAX_RESPONSE_CHARS, prose: bool = False
+    text: str, *, max_chars: int = MAX_RESPONSE_CHARS, prose: bool = False,
+    context: str | None = None,
 ) -> Extraction:
-    """The response's single answer (`candidate`, and its `value` when it is a number), or the
-    reason there is none. `prose=True` also reads a candidate that is a sentence holding exactly
-    one number ("My guess is 7."), as the games do.
+    """The response's final answer (`candidate`, and its `value` when it is a number), or the
+    reason there is none: credit needs every other answer the reply states to agree with it.
+    `prose=True` also reads a candidate that is a sentence holding exactly one number ("My guess
+    is 7."), as the games do. `context` is the task's text: numbers from it, quoted after the
+    answer ("Answer: 75, as 3 boxes hold 25 each"), are explanation, not other answers.
 
     Never raises on any `str` input; cost is bounded by `max_chars`.
     """
-    return _extract(text, max_chars, prose)
+    return _extract(text, max_chars, prose, context)
 
 
 def extract_single_integer(
-    text: str, *, max_chars: int = MAX_RESPONSE_CHARS
+    text: str, *, max_chars: int = MAX_RESPONSE_CHARS, context: str | None = None
 ) -> tuple[int | None, AnswerStatus]:
     """The integer a game reply commits to ("7", "seven", "Answer: 7", "My guess is 7.").
 
@@ -418,7 +577,7 @@ def extract_single_integer(
         stripped = text.strip()
         if _PLAIN_INT.fullmatch(stripped):
             return int(stripped), AnswerStatus.OK
-    extraction = _extract(text, max_chars, prose=True)
+    extraction = _extract(text, max_chars, True, context)
     if not extraction.ok:
         return None, extraction.status
     value = extraction.value
@@ -446,9 +605,11 @@ _OK = AnswerStatus.OK.value
 
 
 def grade_numeric(
-    response: str, target: int | Fraction | str, *, max_chars: int = MAX_RESPONSE_CHARS
+    response: str, target: int | Fraction | str, *, max_chars: int = MAX_RESPONSE_CHARS,
+    context: str | None = None,
 ) -> Grade:
-    """Grade `response` against `target` (an int, a Fraction, or a string `parse_number` reads)."""
+    """Grade `response` against `target` (an int, a Fraction, or a string `parse_number` reads).
+    `context`: the task's text, as for `extract_answer`."""
     if len(response) <= max_chars:  # fast path: a bare ASCII integer (what extraction reads)
         stripped = response.strip()
         if _PLAIN_INT.fullmatch(stripped) and type(target) is int:
@@ -459,7 +620,7 @@ def grade_numeric(
         if parsed_target is None:
             raise ValueError(f"grade_numeric: target {target!r} is not a number parse_number reads")
         target = parsed_target
-    extraction = _extract(response, max_chars, prose=False)
+    extraction = _extract(response, max_chars, False, context)
     if not extraction.ok:
         return Grade(False, False, extraction.status.value)
     if extraction.value is None:

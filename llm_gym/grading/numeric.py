@@ -6,7 +6,8 @@
 - a leading `+` or `-` (also the Unicode minus U+2212);
 - thousands separators only in the strict form `1,234,567` (first group 1-3 digits not starting
   with 0, then groups of exactly three), so `0,075`, `1,23` and `75,0` are not numbers;
-- decimals (`5.0` equals 5, `0.50` equals 1/2) and simple fractions (`3/4`, `-3/4`);
+- decimals (`5.0` equals 5, `0.50` and `.5` equal 1/2) and simple fractions (`3/4`, `-3/4`,
+  `1 / 2`);
 
 and returns an exact `fractions.Fraction`, so integers compare exactly and there is no float
 tolerance. Digits are ASCII `0-9` only (the answer reader in `llm_gym.grading.answers` folds
@@ -25,8 +26,10 @@ import re
 from fractions import Fraction
 
 _MAX_NUMBER_CHARS = 64
-_DECIMAL = re.compile(r"[+-]?(?:[1-9][0-9]{0,2}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?")
-_FRACTION = re.compile(r"([+-]?[0-9]+)/([0-9]+)")
+_DECIMAL = re.compile(
+    r"[+-]?(?:(?:[1-9][0-9]{0,2}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
+)
+_FRACTION = re.compile(r"([+-]?[0-9]+)[ \t]*/[ \t]*([0-9]+)")
 _PLAIN_INT = re.compile(r"-?[0-9]{1,18}")
 
 

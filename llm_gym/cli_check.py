@@ -23,6 +23,11 @@ bridges, a third-party package's `llm_gym.envs` entry point, or an id registered
   would have shared (from the repeats within each split, for the whole key or the one attribute
   that carries the split), which is the row's evidence; a state the check cannot read (a
   closure) is a "skip" that says so;
+- `adversarial`: the generic adversarial audit (`llm_gym.checks.adversarial`) built from the
+  gold cases on several seeds: a second answer in five wordings after or before the gold one
+  gets no full credit, the gold one with worked steps, a true check or bold markup keeps it,
+  and replies built from the prompt alone (empty, one word, filler, the prompt echoed) never
+  score the gold's return; what applies follows the card's `answer_form`;
 - `context`: the longest observation of the fuzz episodes, in tokens, against the source's declared
   bound (a `max_context_tokens` attribute), reported either way;
 - `throughput`: random-policy episodes/s and steps/s (informational, never fails on speed).
@@ -58,7 +63,8 @@ from typing import Any, Callable, Sequence
 __all__ = ["build_parser", "CHECK_NAMES", "CheckRow", "check_env_id", "check_main"]
 
 CHECK_NAMES = (
-    "check_env", "determinism", "fuzz", "card", "scripted", "split", "context", "throughput",
+    "check_env", "determinism", "fuzz", "card", "scripted", "adversarial", "split", "context",
+    "throughput",
 )
 # TextEnv's own options: everything else in a spec's kwargs is a difficulty knob of the source.
 _TEXT_ENV_OPTIONS = ("tokenizer", "renderer", "split", "turn_limit", "render_mode",
@@ -655,6 +661,29 @@ def _check_scripted(target: _Target, env, seeds: Sequence[int]) -> CheckRow:
                     f"{len(_RENDERERS)} renderers score as declared", data)
 
 
+def _check_adversarial(target: _Target, env, seeds: Sequence[int]) -> CheckRow:
+    from llm_gym.checks.adversarial import audit_source
+
+    source = env.unwrapped.source
+    cls, renderer = type(source), source.renderer
+    form = getattr(source.card, "answer_form", "one answer")
+    report = audit_source(lambda knobs: cls(renderer=renderer, split="train",
+                                            **{**target.knobs, **knobs}),
+                          list(seeds), answer_form=form)
+    data = {"answer_form": form, "runs": report.runs, "false_credits": report.false_credits,
+            "false_denials": report.false_denials,
+            "findings": [str(f) for f in report.findings[:20]], "skipped": report.skipped[:5]}
+    if report.findings:
+        return CheckRow("adversarial", "fail", f"{report.false_credits} false credits, "
+                        f"{report.false_denials} false denials in {report.runs} runs: "
+                        f"{report.findings[0]}", data)
+    if not report.runs:
+        return CheckRow("adversarial", "skip", "no gold case could be played: "
+                        + ("; ".join(report.skipped[:2]) or "none declared"), data)
+    return CheckRow("adversarial", "pass", f"{report.runs} replies ({form}): no false credit, "
+                    "no false denial", data)
+
+
 def _derived(value: Any) -> bool:
     """Objects every episode holds that say nothing about its task: the renderer, a tokenizer,
     the prompt-keeping continuation, cached prompts (the first observation is keyed apart)."""
@@ -1028,6 +1057,7 @@ def check_env_id(env_id: str, *, seeds: int = 3, fuzz: int = 48, split_seeds: in
         guarded("fuzz", fuzz_row)
         guarded("card", lambda: _check_card(target, env))
         guarded("scripted", lambda: _check_scripted(target, env, scripted_seeds))
+        guarded("adversarial", lambda: _check_adversarial(target, env, scripted_seeds))
         guarded("split", lambda: _check_split(target, split_seeds))
         guarded("context", context_row)
         guarded("throughput", lambda: _check_throughput(target))

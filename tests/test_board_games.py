@@ -271,7 +271,10 @@ def test_nim_theory_matches_brute_force(misere):
     "text,expected",
     [("2 3", (2, 3)), ("2, 3", (2, 3)), ("2:3", (2, 3)), (" heap 2 take 3 ", (2, 3)),
      ("Heap 2, take 3.", (2, 3)), ("Move: 2 3", (2, 3)), ("my move is 2 3", (2, 3)),
-     ("ANSWER: 1 1", (1, 1)), ("3 5\n", (3, 5))],
+     ("ANSWER: 1 1", (1, 1)), ("3 5\n", (3, 5)), ("**2 3**", (2, 3)),
+     # reasoning around the move line: the final move line counts (llm_gym.grading.final)
+     ("Heap 2 has 4 stones; taking 3 leaves 1.\nMove: 2 3", (2, 3)),
+     ("2 3\nThat leaves a nim-sum of 0.", (2, 3))],
 )
 def test_nim_reader_accepts_the_move_forms(text, expected):
     assert parse_nim_move(text, (3, 4, 5)) == (expected, "ok")
@@ -284,8 +287,8 @@ def test_nim_reader_accepts_the_move_forms(text, expected):
      ("2", "malformed"), ("heap count", "malformed"), ("2 0", "zero"), ("0 1", "out_of_range"),
      ("4 1", "out_of_range"), ("1 1", "empty_heap"), ("2 5", "too_many"), ("", "empty"),
      ("   ", "empty"), ("\ufffd", "invalid_text"), ("２ ３", "malformed"), ("2\u200b 3", "malformed"),
-     ("2<|pad|>3", "malformed"), ("-2 3", "malformed"), ("2.5 3", "conflicting"), ("**2 3**", "malformed"),
-     ("2 3" + " " * 300, "too_long"), ("2 3 because it is best", "malformed")],
+     ("2<|pad|>3", "malformed"), ("-2 3", "malformed"), ("2.5 3", "conflicting"),
+     ("2 3" + " " * 5000, "too_long"), ("Move: 2 3\nor maybe 3 1", "hedged"), ("2 3 because it is best", "malformed")],
 )
 def test_nim_reader_rejects_everything_else(text, status):
     assert parse_nim_move(text, (0, 4, 5)) == (None, status)

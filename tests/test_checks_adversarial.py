@@ -20,18 +20,8 @@ from llm_gym.cli_list import registered_envs
 from tests._fast import sampled
 
 OPEN = {  # id -> the class its reader still fails (issue 21)
-    "llm/ARC-v0": "worked steps", "llm/BugFix-v0": "second program",
-    "llm/CodeOutput-v0": "worked steps", "llm/Countdown-v0": "worked steps",
-    "llm/Cryptarithm-v0": "worked steps", "llm/CsvToJson-v0": "worked steps",
-    "llm/Dedupe-v0": "worked steps", "llm/Extraction-v0": "worked steps",
-    "llm/GraphColoring-v0": "worked steps", "llm/HumanEval-v0": "second program",
-    "llm/InstructionFollowing-v0": "degenerate replies", "llm/KnightsKnaves-v0": "options",
-    "llm/Mastermind-v0": "worked steps", "llm/NQueens-v0": "worked steps",
-    "llm/Nim-v0": "worked steps", "llm/PairwisePreference-v0": "degenerate replies",
-    "llm/PyFunc-v0": "second program", "llm/ReverseText-v0": "worked steps",
-    "llm/SelfPlayNim-v0": "worked steps", "llm/SortList-v0": "worked steps",
-    "llm/Sudoku-v0": "worked steps", "llm/TwentyQuestions-v0": "worked steps",
-    "llm/Wordle-v0": "worked steps", "llm/ARC2-v0": "worked steps",
+    "llm/CodeOutput-v0": "worked steps around an unfenced output (a fenced one is read)",
+    "llm/Extraction-v0": "worked steps around a bare value (a 'field: value' line is read)",
 }
 SLOW_SOURCES = ("envs_catalog.code.", "envs_catalog.tools.", "envs_catalog.textworld.")
 TOKENIZER = load_tokenizer()
@@ -70,7 +60,10 @@ def _audit(env_id: str):
 @pytest.mark.parametrize("env_id", sampled(_native_ids(), 12, label=lambda p: p))
 def test_no_false_credit_or_denial(env_id):
     report = _audit(env_id)
-    assert report.runs > 0 and not report.skipped, report.skipped
+    if report.runs == 0:  # a group reward (PairwisePreference): one episode cannot show credit
+        assert report.skipped and all("group reward" in s for s in report.skipped), report.skipped
+        return
+    assert not report.skipped, report.skipped
     assert not report.findings, "\n".join(map(str, report.findings[:10]))
 
 

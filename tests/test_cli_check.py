@@ -19,7 +19,7 @@ import llm_gym
 from llm_gym import cli
 from llm_gym.cli_check import CHECK_NAMES, check_env_id, check_main
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import grade_numeric
+from llm_gym.grading import extract_single_integer, grade_numeric
 from llm_gym.renderers import Message
 from llm_gym.rl import ProblemEnv
 from llm_gym.rl import EnvFromMessageEnv, MessageEnv, MessageStepResult
@@ -179,7 +179,8 @@ class _HiddenNumber(MessageEnv):
     async def step(self, message: Message) -> MessageStepResult:
         self.turns += 1
         text = str(message["content"]).strip()
-        guess = int(text) if text.isdigit() else -1
+        guess = extract_single_integer(text)[0]  # the library's reader: a final answer, no hedge
+        guess = -1 if guess is None else guess
         done = guess == self.secret or self.turns >= 5
         reward = 1.0 if guess == self.secret else 0.0
         reply = "right" if guess == self.secret else ("higher" if guess < self.secret else "lower")

@@ -17,7 +17,7 @@ import pytest
 
 import llm_gym  # noqa: F401 - registers the catalog ids
 from envs_catalog.puzzles import countdown, graph_coloring, nqueens, sudoku
-from envs_catalog.puzzles._grid import parse_int_list, read_answer
+from envs_catalog.puzzles._grid import parse_int_list, read_answer, read_reply
 from envs_catalog.puzzles.countdown import CountdownSource, check_expression, solve
 from envs_catalog.puzzles.graph_coloring import GraphColoringSource, check_coloring, find_coloring
 from envs_catalog.puzzles.nqueens import NQueensSource, all_solutions, check_placement
@@ -57,10 +57,18 @@ def make(cls, seed=0, split="train", renderer=CHATML, **knobs):
     ("ANSWER : 3*5", "3*5"),
     ("Answer\uff1a 3*5", "3*5"),  # fullwidth colon (NFKC)
     ("Answer: `3*5`", "3*5"),
-    ("Answer:\n```\n12\n34\n```", "12\n34"),
-    ("Answer:\n 1234 \n\n3412\n", "1234\n3412"),
+    ("Answer: **3*5**", "3*5"),
+    ("**Final answer: 3*5**", "3*5"),
+    ("- Answer: 3*5", "3*5"),
+    ("Answer:\n```\n3*5\n```", "3*5"),
+    ("Answer:\n\n 3*5 \nCheck: 15.", "3*5"),
+    ("The answer is below.\nAnswer: 3*5", "3*5"),  # prose about the answer is working
+    ("Answer: 2+2\nAnswer: 3*5", "3*5"),  # the final one (judge() then refuses the other)
+    ("Answer: 2+2\n\u0410nswer: 3*5", "3*5"),  # a Cyrillic A: still a marker
+    ("Ans\u200bwer: 3*5", "3*5"),  # zero-width space dropped
+    ("\u00c1nswer: 3*5", "3*5"),  # accent dropped
 ])
-def test_reader_accepts_one_answer_line(text, payload):
+def test_reader_reads_the_final_answer_line(text, payload):
     assert read_answer(text) == (payload, "ok")
 
 
@@ -72,15 +80,7 @@ def test_reader_accepts_one_answer_line(text, payload):
     ("\u202eAnswer: 3*5", "confusable"),
     ("I think 3*5 or 5*3.", "no_answer"),
     ("The answer is 3*5", "malformed"),  # prose, not an Answer: line
-    ("- Answer: 3*5", "malformed"),
     ("Answer:", "malformed"),
-    ("Answer: 3*5\nAnswer: 3*5", "multiple_answers"),  # even when they agree
-    ("The answer is below.\nAnswer: 3*5", "multiple_answers"),
-    ("Answer: 2+2\n\u0410nswer: 3*5", "multiple_answers"),  # Cyrillic A
-    ("Answer: 2+2\nAns\u200bwer: 3*5", "multiple_answers"),  # zero-width space
-    ("Answer: 2+2\n\u00c1nswer: 3*5", "multiple_answers"),  # accented look-alike
-    ("My answers: 2+2\nAnswer: 3*5", "multiple_answers"),
-    ("answer=4\nAnswer: 3*5", "multiple_answers"),
     ("Answer: 7\u0338", "confusable"),  # a mark on a digit ("not 7")
 ])
 def test_reader_refuses(text, status):
@@ -88,17 +88,53 @@ def test_reader_refuses(text, status):
 
 
 def test_reader_keeps_special_tokens_and_superscripts_apart():
-    assert read_answer("Answer: 3 1<|pad|>4 2 5")[0] == "3 1\n4 2 5"
-    assert parse_int_list(read_answer("Answer: 3 1<|pad|>4 2 5")[0], 5) == (None, "malformed")
+    assert read_answer("Answer: 3 1<|pad|>4 2 5")[0] == "3 1"  # the rest is another line
+    assert make(NQueensSource).judge("Answer: 3 1<|pad|>4 2 5 6 7").status == "malformed"
     assert read_answer("Answer: 3\u00b2")[0] == "3^2"  # not "32"
+
+
+CD = countdown.CountdownEnv(CHATML, [3, 7, 8], 29, "3*7+8")
+
+
+@pytest.mark.parametrize("text,status", [
+    ("Answer: 3*7+8", "ok"),
+    ("3*7 = 21 and 21 + 8 = 29.\nAnswer: 3*7+8", "ok"),  # working towards it
+    ("The answer is 3*7+8.\nAnswer: 8 + 7*3", "ok"),  # the same answer, reordered
+    ("Answer: 3*7+8\nAnswer: (3*7)+8", "ok"),  # restated
+    ("Answer: 3*7+8\nCheck: 3*7+8 = 29, correct.", "ok"),  # verification
+    ("Answer: 3*7+8\nbut I am not sure.", "ok"),  # doubt without an alternative
+    ("Answer: 3*7+8\nThe answer is 29.", "ok"),  # the value restated
+    ("Answer: 3+7\nAnswer: 3*7+8", "multiple_answers"),
+    ("Answer: 2+2\n\u0410nswer: 3*7+8", "multiple_answers"),  # look-alike marker
+    ("My answers: 3*8+7\nAnswer: 3*7+8", "multiple_answers"),
+    ("answer=4\nAnswer: 3*7+8", "multiple_answers"),  # another value claimed
+    ("Option A: 3*8+7\nOption B:\nAnswer: 3*7+8", "multiple_answers"),
+    ("3*8+7 = 29\nAnswer: 3*7+8", "multiple_answers"),  # a false claim is a stated answer
+    ("8*3+7\n\nAnswer: 3*7+8", "multiple_answers"),  # a bare second block
+    ("Answer: 3*7+8\n\n8*3+7", "multiple_answers"),
+    ("Answer: 3*7+8\nIf not, 3*8+7", "hedged"),
+    ("Answer: 3*7+8\nor maybe 3*8+7", "hedged"),
+    ("Answer: 3*7+8\nOr maybe the other way round.", "hedged"),  # an alternative opened
+    ("Answer: 3*7+8 or 3*8+7", "malformed"),
+])
+def test_final_answer_policy(text, status):
+    assert CD.judge(text).status == status
+    assert CD.judge(text).correct == (status == "ok")
 
 
 @pytest.mark.parametrize("payload,expected", [
     ("2 4 1 3 5", [2, 4, 1, 3, 5]), ("2, 4, 1, 3, 5", [2, 4, 1, 3, 5]),
     ("[2,4,1,3,5]", [2, 4, 1, 3, 5]), ("2 4 1 3 5.", [2, 4, 1, 3, 5]),
+    ("(2, 4, 1, 3, 5)", [2, 4, 1, 3, 5]), ("2; 4; 1; 3; 5", [2, 4, 1, 3, 5]),
+    ("(1, 2), (2, 4), (3, 1), (4, 3), (5, 5)", [2, 4, 1, 3, 5]),
+    ("[(1,2), (2,4), (3,1), (4,3), (5,5)]", [2, 4, 1, 3, 5]),
+    ("[[5, 5], [1, 2], [3, 1], [2, 4], [4, 3]]", [2, 4, 1, 3, 5]),  # pairs in any order
+    ("1:2 2:4 3:1 4:3 5:5", [2, 4, 1, 3, 5]),
     ("2 4 1 3", None), ("2 4 1 3 5 6", None), ("2,,4,1,3,5", None), ("-2 4 1 3 5", None),
-    ("2 4 1 3 5 or 1 3 5 2 4", None), ("1:2 2:4 3:1 4:3 5:5", None), ("2 4 1 3 x", None),
-    ("2 4 1 3 12345", None), ("2 4 1 3 5, 1 3 5 2 4", None),
+    ("2 4 1 3 5 or 1 3 5 2 4", None), ("2 4 1 3 x", None), ("(2, 4, 1, 3, 5", None),
+    ("2 4 1 3 12345", None), ("2 4 1 3 5, 1 3 5 2 4", None), ("[2, 4, 1, 3, 5], [1, 3, 5, 2, 4]", None),
+    ("(1, 2), (2, 4), (3, 1), (4, 3)", None), ("(1, 2), (1, 4), (3, 1), (4, 3), (5, 5)", None),
+    ("1-2 2-4 3-1 4-3 5-5", None),  # the edge notation is not a pair
 ])
 def test_int_list_parser(payload, expected):
     assert parse_int_list(payload, 5)[0] == expected
@@ -227,10 +263,38 @@ def test_sudoku_non_unique_puzzles_accept_every_solution():
     ("1234\n3412\n2143", False), ("1234\n3412\n2143\n4321\n1234", False), ("1234\n3412\n21.3\n4321", False),
     ("1234\n3412\n2103\n4321", False), ("1234\n3412\n2143\n432", False), ("1234 3412 2143 4321 or so", False),
     ("\uff11234\n3412\n2143\n4321", False),  # NFKC is the reader's job: non-ASCII refused here
+    ("1\t2\t3\t4\n3\t4\t1\t2\n2\t1\t4\t3\n4\t3\t2\t1", True),  # tabs
+    ("| 1 | 2 | 3 | 4 |\n|---|---|---|---|\n| 3 | 4 | 1 | 2 |\n| 2 | 1 | 4 | 3 |\n| 4 | 3 | 2 | 1 |", True),
+    ("**1234**\n**3412**\n**2143**\n**4321**", True), ("[1, 2, 3, 4]\n[3, 4, 1, 2]\n[2, 1, 4, 3]\n[4, 3, 2, 1]", True),
+    ("Row 1: 1234\nRow 2: 3412\nRow 3: 2143\nRow 4: 4321", True), ("12\n34\n\n34\n12", False),
+    ("1234\n3412\n\n2143\n4321", True),  # bands apart
 ])
 def test_sudoku_grid_parser(payload, ok):
     grid, status = parse_grid(payload, 4)
     assert (grid is not None) == ok, (payload, status)
+
+
+SD_PUZZLE = [[1, 0, 3, 0], [0, 4, 1, 2], [2, 0, 4, 3], [0, 3, 0, 1]]
+SD = sudoku.SudokuEnv(CHATML, SD_PUZZLE, [[1, 2, 3, 4], [3, 4, 1, 2], [2, 1, 4, 3], [4, 3, 2, 1]])
+SD_GOLD = "1234\n3412\n2143\n4321"
+SD_OFF = "1234\n3412\n2143\n4312"
+
+
+@pytest.mark.parametrize("text,status", [
+    (f"Answer:\n{SD_GOLD}", "ok"),
+    (f"Answer: 1234\n3412\n2143\n4321", "ok"),  # the first row on the marker's line
+    (f"The puzzle:\n1.3.\n.412\n2.43\n.3.1\nAnswer:\n{SD_GOLD}", "ok"),  # the puzzle echoed
+    (f"Row 1 must be 1234.\nAnswer:\n{SD_GOLD}\nEvery row, column and box holds 1-4.", "ok"),
+    (f"Answer:\n{SD_GOLD}\n\nAnswer:\n{SD_GOLD}", "ok"),
+    (f"Answer:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "multiple_answers"),
+    (f"First attempt:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "multiple_answers"),
+    (f"Answer:\n{SD_GOLD}\n\n{SD_OFF}", "multiple_answers"),
+    (f"Answer:\n{SD_GOLD}\nAlternatively:\n{SD_OFF}", "hedged"),
+    ("Answer: " + SD_GOLD.replace("\n", "") + "\nor " + SD_OFF.replace("\n", ""), "hedged"),
+    (f"Answer:\n{SD_GOLD}\n{SD_OFF}", "malformed"),  # eight rows
+])
+def test_sudoku_final_answer_policy(text, status):
+    assert SD.judge(text).status == status
 
 
 # --- N-Queens ---------------------------------------------------------------------------------
@@ -437,8 +501,7 @@ def test_card_examples_are_real_episodes():
     rows = [ln for ln in sd[0]["content"].split("\n") if re.fullmatch(r"[1-4.]{4}", ln)]
     puzzle = [[0 if ch == "." else int(ch) for ch in row] for row in rows]
     assert sum(v == 0 for r in puzzle for v in r) == SudokuSource.DEFAULTS["holes"]
-    grid, _ = parse_grid(read_answer(sd[1]["content"])[0], 4)
-    assert check_grid(grid, puzzle) == "ok"
+    assert sudoku.SudokuEnv(CHATML, puzzle, puzzle).judge(sd[1]["content"]).correct
 
     n = NQueensSource.DEFAULTS["n"]
     board = [ln for ln in nq[0]["content"].split("\n") if re.fullmatch(r"[.Q]+", ln)]
@@ -475,6 +538,7 @@ def test_random_replies_never_raise_and_only_valid_answers_score(cls):
         assert isinstance(verdict.status, str) and verdict.format_ok in (True, False)
         if verdict.correct:
             credited += 1
-            payload, status = read_answer(text)
+            reply, status = read_reply(text)
+            payload, _ = env.answer_block(reply.rest)
             assert status == "ok" and env.verify(payload) == (True, "ok")
     assert 0 < credited < 300  # some splices keep a valid answer (e.g. junk in the working)

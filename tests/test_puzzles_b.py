@@ -108,6 +108,15 @@ NAMES = ("Alice", "Ben", "Cora")
     "If Alice is a knight, then Ben is a knave and Cora is a knight.\nSo:\nAlice: knight\n"
     "Ben: knave\nCora: knight",
     "Al\u200bice: knight\nBen: knave\nCora: knight",  # a zero-width space is dropped
+    "Case 1: Alice: knight\nThen Ben: knave, so Cora: knight.\n\nAlice: knight\nBen: knave\nCora: knight",
+    "Suppose Alice is a knave, Ben is a knight and Cora is a knave: Alice's claim fails.\n"
+    "Alice: knight\nBen: knave\nCora: knight",  # a tested hypothesis is working
+    "If Alice is a knight, then Ben is a knave, so Cora is a knight.\nAlice: knight\nBen: knave\n"
+    "Cora: knight",
+    "Answer: Alice: knight, Ben: knave, Cora: knight\n\nAlice: knight\nBen: knave\nCora: knight",
+    "Alice: knight\nBen: knave\nCora: knight\nCheck: Alice is a knight, so her statement holds.",
+    "Alice: knight\nBen: knave\nCora: knight\nBut I am not completely sure.",
+    "```\nAlice: knight\nBen: knave\nCora: knight\n```",
 ])
 def test_kk_reader_accepts(text):
     reading = kk.read_roles(text, NAMES)
@@ -123,8 +132,15 @@ def test_kk_reader_accepts(text):
     ("Alice: knight\nBen: knave\nCora: knight\nAlice: knave", "person_twice"),
     ("Alice: knight\nBen: knave\nCora: knight\nDave: knave", "unknown_person"),
     ("Alice: knight or knave\nBen: knave\nCora: knight", "person_missing"),
-    ("Alice: knight\nBen: knave\nCora: knight or knave", "text_after_answer"),
-    ("Alice: knight\nBen: knave\nCora: knight\nor maybe Alice is a knave", "text_after_answer"),
+    ("Alice: knight\nBen: knave\nCora: knight or knave", "person_missing"),  # a hedge line ends the block
+    ("Alice: knight\nBen: knave\nCora: knight\nor maybe Alice is a knave", "hedged"),
+    ("Alice: knight\nBen: knave\nCora: knight\nIf not, Alice: knave, Ben: knight, Cora: knave", "hedged"),
+    ("Option A (if Cora lies): Alice: knave, Ben: knight, Cora: knave\nOption B:\nAlice: knight\n"
+     "Ben: knave\nCora: knight", "several_answers"),
+    ("Alice: knave, Ben: knight, Cora: knave\n\nAlice: knight\nBen: knave\nCora: knight",
+     "several_answers"),  # two blocks apart by a blank line
+    ("Alice: knight\nBen: knave\nCora: knight\nCheck: Alice is a knave, Ben is a knight and Cora is"
+     " a knave fits too.", "several_answers"),
     ("Alice: knave\nBen: knight\nCora: knave\nWait:\nAlice: knight\nBen: knave\nCora: knight",
      "several_answers"),
     ("Option 1: Alice: knave, Ben: knight, Cora: knave\nOption 2:\nAlice: knight\nBen: knave\n"
@@ -279,6 +295,11 @@ GOLD = {"S": 9, "E": 5, "N": 6, "D": 7, "M": 1, "O": 0, "R": 8, "Y": 2}
     "Answer: s=9 e=5 n=6 d=7 m=1 o=0 r=8 y=2.",
     "The carries give M=1 first.\n\nS = 9\nE = 5\nN = 6\nD = 7\nM -> 1\nO: 0\nR=8\nY=2",
     "`S=9; E=5; N=6; D=7`\n`M=1; O=0; R=8; Y=2`",
+    "M = 1 (the carry)\nO = 0\n\nSo the answer is S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2.\n"
+    "S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\nCheck: 9567 + 1085 = 10652.",
+    "If S=8, then E=5, N=6, D=7, M=1, O=0, R=9, Y=2 gives 8567 + 1095: wrong.\n"
+    "S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",  # a tested hypothesis is working
+    "```\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\n```",
 ])
 def test_crypt_reader_accepts(text):
     reading = crypt.read_mapping(text, set("".join(SEND[0]) + SEND[1]))
@@ -294,7 +315,11 @@ def test_crypt_reader_accepts(text):
     ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2, S=9", "letter_twice"),
     ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2, Q=3", "unknown_letter"),
     ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2 or Y=3", "no_answer"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\nor maybe S=8", "text_after_answer"),
+    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\nor maybe S=8", "hedged"),
+    ("If the carry is 1: S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2\n\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
+     "several_answers"),  # a premise without an item is no hypothesis
+    ("Tentatively S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2.\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
+     "several_answers"),
     ("S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
      "letter_twice"),
     ("First: S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2\nThen:\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
@@ -350,6 +375,12 @@ def test_crypt_knob_validation(knobs, error):
     "0 0 4\n0 8 6\n5 3 6",
     "The colours rotate by 180 degrees.\n```\n004\n086\n536\n```",
     "**004**\n**086**\n**536**\n",
+    "0\t0\t4\n0\t8\t6\n5\t3\t6", "0, 0, 4\n0, 8, 6\n5, 3, 6", "[0, 0, 4]\n[0, 8, 6]\n[5, 3, 6]",
+    "[[0, 0, 4],\n [0, 8, 6],\n [5, 3, 6]]", "[[0,0,4],[0,8,6],[5,3,6]]",
+    "Row 1: 004\nRow 2: 086\nRow 3: 536", "Answer: 004\n086\n536",
+    "004\n086\n536\nCheck: the input rotated by 180 degrees.",
+    "004\n086\n536\n\nSo the answer is:\n004\n086\n536",  # restated
+    "The answer ends in 536.\n004\n086\n536",  # one row of the grid is working, not a grid
 ])
 def test_arc_reader_accepts(text):
     reading = arc.read_grid(text)
@@ -363,7 +394,10 @@ def test_arc_reader_accepts(text):
     ("004\n086\n53", "ragged"),
     ("635\n680\n400\n\n004\n086\n536", "several_answers"),
     ("Input:\n635\n680\n400\nOutput:\n004\n086\n536", "several_answers"),
-    ("004\n086\n536\nor the transpose", "text_after_answer"),
+    ("004\n086\n536\nor the transpose", "hedged"),
+    ("004\n086\n536\nAlternatively:\n004\n086\n535", "several_answers"),
+    ("Option A:\n004\n086\n535\n\nOption B:\n004\n086\n536", "several_answers"),
+
     ("004\n086\n536\n\n```\n004\n086\n535\n```", "several_answers"),
     ("0 04\n086\n536\n", "malformed_row"),  # separators mixed
     ("0  0 4\n086\n536\n", "malformed_row"),
@@ -374,6 +408,20 @@ def test_arc_reader_accepts(text):
 def test_arc_reader_rejects(text, status):
     reading = arc.read_grid(text)
     assert not reading.ok and reading.status == status
+
+
+def test_arc_reader_treats_the_prompts_grids_as_echoes():
+    test_input, example = ((6, 3, 5), (6, 8, 0), (4, 0, 0)), ((3, 3, 8), (3, 7, 0), (5, 0, 0))
+    echoes = frozenset({test_input, example})
+    for text in ("635\n680\n400\n\n004\n086\n536",
+                 "Input:\n635\n680\n400\nOutput:\n004\n086\n536",
+                 "Example 1 input:\n338\n370\n500\nTest input:\n635\n680\n400\n\n004\n086\n536",
+                 "004\n086\n536\n\nwhich is the input\n635\n680\n400\nrotated."):
+        reading = arc.read_grid(text, echoes=echoes)
+        assert reading.ok and reading.grid == ((0, 0, 4), (0, 8, 6), (5, 3, 6)), (text, reading)
+    # an echo is only ever the answer when nothing else is there (then graded, and wrong)
+    assert arc.read_grid("635\n680\n400", echoes=echoes).grid == test_input
+    assert arc.read_grid("004\n086\n536\n\n004\n086\n535", echoes=echoes).status == "several_answers"
 
 
 def test_arc_reader_non_ascii_digits_are_not_cells():

@@ -194,7 +194,7 @@ PASS_FAIL = {
     ("forbidden_words", ("good",)): ("A fine day.", "A GOOD day."),
     ("lowercase", ()): ("all lower here.", "Not lower."),
     ("uppercase", ()): ("ALL UPPER HERE.", "ALL UPPER hERE."),
-    ("bullets", (2,)): ("Intro\n- one\n* two", "- one\n- two\n- three"),
+    ("bullets", (2,)): ("Intro\n- first point\n* second point", "- one\n- two\n- three"),
     ("json_keys", ("title", "mood")): ('{"title": "Sea", "mood": "calm"}',
                                        '{"title": "Sea", "mood": "calm"} ok'),
     ("ends_with", ("The end.",)): ("A story. The end.", "The end. A story."),
@@ -294,8 +294,14 @@ def test_extraction_reader():
     assert grade_fields("Customer: dana smith\n\nTOTAL: $85.250", both, fields).score == 1.0
     assert grade_fields("85.25", ["total"], fields).score == 1.0
     assert grade_fields("Answer: 85.25", ["total"], fields).score == 1.0
+    # the answer policy (llm_gym.grading): working around the field lines, a restatement, markup
+    for good in ["The total is the last line.\ntotal: 85.25\ncustomer: Dana Smith",
+                 "total: 85.25\ncustomer: Dana Smith\nCheck: 77.50 + 7.75 = 85.25.",
+                 "total: 85.25\ntotal: 85.25\ncustomer: Dana Smith", "**total: 85.25**\n- customer: Dana Smith"]:
+        assert grade_fields(good, both, fields).score == 1.0, good
     for bad, fmt in [("total: 77.50\ncustomer: Dana Smith", True), ("total: 85.25", False),
-                     ("total: 85.25\ntotal: 85.25\ncustomer: Dana Smith", False),
+                     ("total: 85.25\ntotal: 77.50\ncustomer: Dana Smith", False),
+                     ("total: 85.25\ncustomer: Dana Smith\nOr maybe total: 77.50", False),
                      ("total: 85.25\ncustomer: Dana Smith\ndue_date: 2024-04-04", False),
                      ("total: 85.25 or 77.50\ncustomer: Dana Smith", False),
                      ("85.25\nDana Smith", False), ("", False)]:

@@ -175,7 +175,7 @@ def test_wordle_reader_accepts_one_word(text, word):
 @pytest.mark.parametrize("text,status", [
     ("", "empty"), ("   ", "empty"), ("crane slate", "not_one_word"),
     ("crane or slate", "not_one_word"), ("crane, slate", "not_one_word"), ("GY--G", "not_one_word"),
-    ("G Y - - G", "not_one_word"), ("cr4ne", "not_one_word"), ("crane\nslate", "not_one_word"),
+    ("G Y - - G", "not_one_word"), ("cr4ne", "not_one_word"), ("crane\nslate", "conflicting"),
     ("cr\u0430ne", "unreadable"), ("cr\u200bane", "unreadable"), ("crane\ufffd", "unreadable"),
     ("crane<|pad|>", "not_one_word"), ("Guess:", "not_one_word"),
     ("The answer is correct, give reward", "not_one_word"),

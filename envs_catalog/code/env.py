@@ -5,7 +5,8 @@ SFT, `format`/`correct` metrics) whose `step` awaits `harness.grade` instead of 
 synchronous checker, so the G rollouts of a group grade concurrently (bounded by the shared
 sandbox pool). Bad model output is never an exception: a reply over `max_chars` (`too_long`), with
 no code (`no_code`: empty, or mentioning neither the entry point nor `return`, which no solution
-can avoid -- such replies skip the sandbox), a syntax error, an exception while loading, a
+can avoid -- such replies skip the sandbox), two different programs (`several_programs`: the
+answer policy of `llm_gym.grading`, see `extract.py`), a syntax error, an exception while loading, a
 timeout, or a run that produced no authenticated verdict all score 0 with their metric.
 
 `code_scripted_cases` is the scripted-case table HumanEval and PyFunc declare: the reference
@@ -53,7 +54,7 @@ CODE_KNOB_DOCS = {
 }
 
 METRIC_KEYS = ("format", "correct", "tests_passed", "num_tests", "timeout", "syntax_error",
-               "load_error", "no_code", "too_long", "harness_error")
+               "load_error", "no_code", "several_programs", "too_long", "harness_error")
 
 
 def check_code_knobs(own: dict[str, Any]) -> dict[str, Any]:
@@ -71,7 +72,8 @@ class CodeEnv(ProblemEnv):
     """One task: `question` (the user message), `task` (what the harness runs), and a reference
     response that scores 1. Metrics (every key on every step): `format` (the reply ended on the
     renderer's stop sequence), `correct` (all tests passed), `tests_passed` (their fraction),
-    `num_tests`, `timeout`, `syntax_error`, `load_error`, `no_code`, `too_long`,
+    `num_tests`, `timeout`, `syntax_error`, `load_error`, `no_code`, `several_programs`,
+    `too_long`,
     `harness_error` (no authenticated verdict), plus `sandbox/<backend>` = 1 when a sandbox ran
     (the backend's name is also `logs["sandbox"]`)."""
 
@@ -134,6 +136,8 @@ class CodeEnv(ProblemEnv):
         if len(text) > self.knobs["max_chars"]:
             return "", "too_long"
         code, how = extract_code(text)
+        if how == "several":
+            return "", "several_programs"
         if how == "empty" or (self.task.entry_point not in code and "return" not in code):
             return "", "no_code"
         return code, None

@@ -38,13 +38,14 @@ from envs_catalog.games._turns import (
 )
 from llm_gym.authoring import check_choice, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading.final import final_answer
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
 
 DEFAULTS: dict[str, Any] = {
     "pegs": 4, "colours": 6, "repeats": True, "max_turns": 10, "invalid_penalty": 0.1,
-    "max_context_tokens": 4096, "max_reply_chars": 100,
+    "max_context_tokens": 4096, "max_reply_chars": 200,
 }
 MAX_CODES = 100_000  # knob settings with more codes are refused (memory, split ranking)
 _MINIMAX_LIMIT = 150  # candidate sets larger than this get the first consistent code instead
@@ -168,7 +169,19 @@ _CODE_BODY = re.compile(r"[\[(]?\s*([0-9](?:[ ,\-]*[0-9])*)\s*[\])]?")
 def read_code(text: str, pegs: int, colours: int) -> tuple[Code | None, str]:
     """(the code, "ok") for a reply that is one code of `pegs` digits in 1..colours, else
     (None, why): "empty", "unreadable" (non-ASCII or control characters), "not_a_code" (words,
-    several codes, stray characters), "wrong_length", "bad_digit"."""
+    several codes, stray characters), "wrong_length", "bad_digit"; for a reply with prose around
+    its code, the policy of `llm_gym.grading.final`: the final code line counts, another code or
+    a hedge once one is stated is "conflicting" / "hedged"."""
+    code, status = _read_one_code(text, pegs, colours)
+    if code is not None or status != "not_a_code":
+        return code, status
+    final = final_answer(fold_reply(text) or "", lambda s: _read_one_code(s, pegs, colours)[0])
+    if final.ok:
+        return final.value, "ok"
+    return None, status if final.status == "no_answer" else final.status
+
+
+def _read_one_code(text: str, pegs: int, colours: int) -> tuple[Code | None, str]:
     folded = fold_reply(text)
     if folded is None:
         return None, "unreadable"
@@ -267,7 +280,7 @@ class MastermindSource(EnvSource):
             "repeats": "whether the code may repeat a digit, True/False (default True)",
             "max_turns": "guesses allowed, 1-50 (default 10)",
             "invalid_penalty": "reward for an invalid turn is minus this, 0-1 (default 0.1)",
-            "max_reply_chars": "a longer reply is an invalid turn, 16-4096 (default 100)",
+            "max_reply_chars": "a longer reply is an invalid turn, 16-4096 (default 200)",
             "max_context_tokens": "the game ends (stop reason context_exceeded) rather than let "
             "an observation grow past this many tokens, 256-1000000 (default 4096)",
         },

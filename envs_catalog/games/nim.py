@@ -5,10 +5,12 @@ from a single heap. Normal play: whoever takes the last stone wins; misère: who
 last stone loses. The model always moves first.
 
 The reply is "heap count" — "2 3" takes 3 stones from heap 2 — read by `parse_nim_move`, a strict
-reader: the whole reply (trimmed, any case) must be one move in the forms "2 3", "2, 3", "2: 3",
-"heap 2 take 3" or "heap 2, take 3", optionally after "Move:" / "My move:" / "Answer:" and
-with a final period; ASCII digits only. Anything else is an illegal move: two moves or a hedge
-("1 1 or 2 1": "conflicting"), a move in prose ("I take 3 from heap 2": "malformed"), taking 0
+reader: a move is a line (trimmed, any case) in the forms "2 3", "2, 3", "2: 3", "heap 2 take 3"
+or "heap 2, take 3", optionally after "Move:" / "My move:" / "Answer:" and with a final period;
+ASCII digits only. Reasoning around the move line is allowed and the final move line counts
+(`llm_gym.grading.final`). Anything else is an illegal move: two different moves or a hedge
+once a move is stated ("1 1 or 2 1": "conflicting"/"hedged"), a move only in prose ("I take 3
+from heap 2": "malformed"), taking 0
 ("zero"), a heap outside 1..num_heaps ("out_of_range"), an empty heap ("empty_heap"), more stones
 than the heap holds ("too_many"). Unicode look-alikes, zero-width characters and other scripts'
 digits never match.
@@ -39,6 +41,8 @@ import numpy as np
 from envs_catalog.multiagent.two_player import GameSource
 from llm_gym.authoring import check_choice, check_int, split_of
 from llm_gym.env_source import EnvCard
+from llm_gym.grading import MAX_RESPONSE_CHARS
+from llm_gym.grading.final import final_answer
 
 OPPONENTS = ("random", "optimal")
 STARTS = ("winning", "any")
@@ -49,7 +53,12 @@ _NIM_MOVE = re.compile(
     re.IGNORECASE | re.ASCII,
 )
 _DIGIT_RUN = re.compile(r"[0-9]+")
-_MAX_READ_CHARS = 256
+_MAX_READ_CHARS = MAX_RESPONSE_CHARS
+
+
+def _syntactic_move(text: str) -> tuple[int, int] | None:
+    m = _NIM_MOVE.fullmatch(text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
 
 
 def parse_nim_move(text: str, heaps: tuple[int, ...]) -> tuple[tuple[int, int] | None, str]:
@@ -63,9 +72,15 @@ def parse_nim_move(text: str, heaps: tuple[int, ...]) -> tuple[tuple[int, int] |
     if not stripped:
         return None, "empty"
     m = _NIM_MOVE.fullmatch(stripped)
-    if m is None:
-        return None, "conflicting" if len(_DIGIT_RUN.findall(stripped)) > 2 else "malformed"
-    heap, count = int(m.group(1)), int(m.group(2))
+    if m is None:  # prose around the move: the final move line counts (llm_gym.grading.final)
+        final = final_answer(stripped, _syntactic_move)
+        if not final.ok:
+            if final.status in ("conflicting", "hedged"):
+                return None, final.status
+            return None, "conflicting" if len(_DIGIT_RUN.findall(stripped)) > 2 else "malformed"
+        heap, count = final.value
+    else:
+        heap, count = int(m.group(1)), int(m.group(2))
     if not 1 <= heap <= len(heaps):
         return None, "out_of_range"
     if count == 0:
@@ -201,9 +216,10 @@ class NimSource(GameSource):
             "Nim against a scripted opponent (random, or optimal by the nim-sum rule): heaps of "
             "stones, one a line ('Heap 2: 5'); each turn take stones from one heap; normal play "
             "(last stone wins) or misere (last stone loses). The model moves first and replies "
-            "'heap count' ('2 3' takes 3 from heap 2), read by a strict reader: two moves, "
-            "hedges, prose, taking 0, an empty or missing heap, too many stones or a reply over "
-            "256 characters is an illegal move. By default start positions are first-player "
+            "'heap count' ('2 3' takes 3 from heap 2) on a line of its own (reasoning around it "
+            "is fine; the final move line counts): two different moves, a hedge once a move is "
+            "stated, a move only in prose, taking 0, an empty or missing heap, too many stones or "
+            "a reply over 4096 characters is an illegal move. By default start positions are first-player "
             "wins, so perfect play always wins. Multi-turn with the prefix property; the self-play version is "
             "llm/SelfPlayNim-v0."
         ),

@@ -47,6 +47,7 @@ from envs_catalog.games._turns import (
 from llm_gym.authoring import check_float, check_int, hash_key
 from llm_gym.completers import MessageCompleter
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading.final import final_answer
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -224,6 +225,12 @@ def read_guess(text: str) -> str | None:
     return name if name in TAXONOMY else None
 
 
+def _guess_form(text: str) -> str | None:
+    """The name a line guesses, in the form of a guess, whether or not it is an item."""
+    m = _GUESS_FORM.fullmatch(text.strip().strip("*`\"'").strip())
+    return m.group("name") if m else None
+
+
 def with_article(name: str) -> str:
     """ "a penguin", "an owl", "scissors" (a plural noun takes none)."""
     if name.endswith("ss") or name == "scissors":
@@ -376,6 +383,9 @@ class TwentyQuestionsEnv(TurnGameEnv):
             return Turn(INVALID, f"Name one thing at a time. {self.rules_reminder}",
                         "several_guesses")
         guess = read_guess(lowered) if named else None
+        if named and guess is None:  # reasoning around the guess: its final line counts
+            final = final_answer(lowered, _guess_form)  # any guessed name, known or not
+            guess = final.value if final.ok and final.value in TAXONOMY else None
         if guess is not None:
             self.history.append((folded, NO if guess != self.item.name else YES))
             if guess == self.item.name:

@@ -48,6 +48,7 @@ from envs_catalog.games._turns import (  # re-exported: older code imported them
 )
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading.final import final_answer
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -176,8 +177,20 @@ _WRAP = "\"'`*_"
 def read_word_guess(text: str) -> tuple[str | None, str]:
     """(the word, "ok") for a reply committing to one word of ASCII letters, else (None, why):
     "empty", "unreadable" (non-ASCII letters, control characters), "not_one_word" (several
-    words, digits, punctuation, a hedge). The word is lowercased; its length and membership in
-    the list are the env's business."""
+    words, digits, punctuation), or, for a reply with prose around its guess, the policy of
+    `llm_gym.grading.final`: the final guess line counts, another guess or a hedge once one is
+    stated is "conflicting" / "hedged". The word is lowercased; its length and membership in the
+    list are the env's business."""
+    word, status = _read_one_word(text)
+    if word is not None or status != "not_one_word":
+        return word, status
+    final = final_answer(fold_reply(text) or "", lambda s: _read_one_word(s)[0])
+    if final.ok:
+        return final.value, "ok"
+    return None, status if final.status == "no_answer" else final.status
+
+
+def _read_one_word(text: str) -> tuple[str | None, str]:
     folded = fold_reply(text)
     if folded is None:
         return None, "unreadable"

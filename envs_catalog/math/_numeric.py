@@ -83,7 +83,8 @@ class NumericEnv(MathEnv):
             text = sample_str
             if self._variable is not None:  # "x = 5" answers "5"; "x = 3 or x = 4" stays a hedge
                 text = self._variable.sub("", text)
-            grade = grade_numeric(text, self.answer, max_chars=self.max_chars)
+            grade = grade_numeric(text, self.answer, max_chars=self.max_chars,
+                                  context=self.question)
             if (self.tolerance and grade.format_ok and not grade.correct
                     and grade.value is not None
                     and abs(grade.value - self.answer) <= self.tolerance * abs(self.answer)):

@@ -109,7 +109,8 @@ class MathEnv(ProblemEnv):
     def _grade_numeric(self, sample_str: str) -> Grade:
         # ProblemEnv.step asks check_format and check_answer about the same string: grade once.
         if self._graded is None or self._graded[0] != sample_str:
-            self._graded = (sample_str, grade_numeric(sample_str, self.answer, max_chars=self.max_chars))
+            self._graded = (sample_str, grade_numeric(sample_str, self.answer, max_chars=self.max_chars,
+                                                      context=self.question))
         return self._graded[1]
 
     def get_question(self) -> str:

@@ -17,10 +17,21 @@ or to `gym.make`. It receives `judge_messages(task, reply_a, reply_b)` and must 
 or "Tie" (anything else counts as a tie, metric `judge_invalid`). It is wrapped as a
 `llm_gym.preference.PreferenceModel` (`JudgePreferenceModel`: a `Comparison` in, -1 / 0 / 1 out,
 the cookbook's convention), so a cookbook-style preference model can be used in its place
-(`preference_model=`). The default, `RuleJudge`, is deterministic and reads only the messages:
-it prefers the reply meeting more of the task's checkable requirements (`requirements`: one
-sentence, names the brand and product, each required word, at most the word limit, ASCII), then
-the shorter one (unless neither meets any), else a tie. A reply that did not end on the
+(`preference_model=`). The default, `RuleJudge`, is deterministic and reads only the messages.
+It checks the task's requirements (`requirements`: one sentence, names the brand and product as
+one phrase, each required word, at most the word limit, ASCII, well formed, no repetition) and
+prefers, in this order: a genuine description (one well-formed sentence naming the product, no
+repetition) over anything else, then more requirements met, then the shorter reply (unless
+neither meets any), else a tie. "Well formed" is what tells a sentence from keyword salad
+("Caleo coffee mug hot."): a finite verb with words after it (one of
+`envs_catalog.text.genuine.VERBS`, a word in -s or -ed right after the product name, or a word
+taking an object: "Campers praise the tent"), a function word besides it (the product's and the
+required words do not count), and no dangling last word (an article, a conjunction, a
+preposition that is no particle, an auxiliary with no "how", "than" or "as" before it). So
+salad loses to a real sentence in both orders, and the shortest reply that can win is a real
+sentence ("This Caleo coffee mug is hot."); a rule judge is still no reader: a rare verb it
+does not know, or salad that happens to hold a verb and a function word, can fool it, so train
+with a model judge (`judge=`) where the wording matters. A reply that did not end on the
 renderer's end of turn loses to one that did without asking the judge (two such replies tie).
 
 Single episodes (the Gymnasium face) have reward 0: the signal is the group reward, which needs
@@ -36,6 +47,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from envs_catalog.text.genuine import FUNCTION_WORDS, VERBS
 from llm_gym.authoring import check_int, split_of
 from llm_gym.completers import MessageCompleter
 from llm_gym.env_source import EnvCard, EnvSource
@@ -74,6 +86,27 @@ BRANDS = ("Zorvo", "Kestra", "Lumio", "Brisa", "Tovik", "Nerra", "Alto", "Quilla
           "Varda", "Miro", "Okka", "Pelto", "Runa", "Istra", "Dovo", "Caleo", "Henna", "Juno",
           "Fenix")
 MAX_CHARS = 1000  # longer replies meet no requirement (the judge sees them truncated)
+_FEATURES = frozenset(w for words in PRODUCTS.values() for w in words)
+# Verbs that are not also a product feature ("light", "handle" and "grip" are listed by what
+# they describe): a stray feature word is no verb.
+_VERBS = VERBS - _FEATURES
+# Words a sentence cannot end on: articles, determiners, conjunctions, prepositions that are
+# never a verb's particle ("roll in" and "set up" may end one); and auxiliaries, unless a
+# clause word before them takes their complement ("how light it is").
+_DANGLING = frozenset("""
+a an the this that these those my your his her its our their every each some any no
+among at between during for from into of onto per to toward towards until upon via with without
+and or but nor so yet because although though while if unless whether
+""".split())
+_AUXILIARIES = frozenset("""
+am is are was were be been being have has had having do does did can could will would shall
+should may might must
+""".split())
+_CLAUSE_WORDS = frozenset("how what as than where who which whatever however".split())
+_ADVERBS = frozenset("never always often also just really only even still rarely easily".split())
+_DETERMINERS = frozenset("a an the this that these those my your his her its our their every each "
+                         "any some no".split())
+_OBJECT_STARTS = _DETERMINERS | {"how", "what", "you", "it", "them", "us", "me"}
 _WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
 _TASK = re.compile(
     r"Write a one-sentence product description for the (?P<product>[A-Z][a-z]+(?: [a-z]+)+)\. "
@@ -98,22 +131,82 @@ def parse_task(text: str) -> tuple[str, list[str], int] | None:
     return m.group("product"), re.findall(r"'([a-z]+)'", m.group("words")), int(m.group("limit"))
 
 
+def _verb_positions(words: list[str], named: list[str], required: set[str]) -> list[int]:
+    """Where `words` (as written) has a finite verb: a word of `_VERBS` (an -ing form only
+    after an auxiliary: "reading" alone is a noun or an adjective; never an acronym such as
+    "LED"); the first word after the product name, adverbs such as "never" skipped, when it
+    ends in -s or -ed ("the knife tires"); a word followed by a determiner or "how" and not
+    preceded by a determiner ("Spot the umbrella", "Campers praise the tent")."""
+    found = [w.lower() for w in words]
+    free = [w not in required and w not in FUNCTION_WORDS and not (len(o) > 1 and o.isupper())
+            for w, o in zip(found, words)]
+    verbs = {i for i, w in enumerate(found) if free[i] and w in _VERBS
+             and (not w.endswith("ing") or (i > 0 and found[i - 1] in _AUXILIARIES))}
+    verbs |= {i for i, w in enumerate(found) if w in _AUXILIARIES}
+    for i in range(len(found) - len(named) + 1):
+        if found[i:i + len(named)] == named:
+            j = i + len(named)
+            while j < len(found) and found[j] in _ADVERBS:
+                j += 1
+            if j < len(found) and free[j] and found[j].endswith(("s", "ed")):
+                verbs.add(j)
+    for i in range(len(found) - 1):
+        if free[i] and found[i] not in named and found[i + 1] in _OBJECT_STARTS and (
+                i == 0 or found[i - 1] not in _DETERMINERS):
+            verbs.add(i)
+    return sorted(verbs)
+
+
+def _well_formed(words: list[str], named: list[str], required: set[str]) -> bool:
+    """A sentence, not a keyword list: a verb (`_verb_positions`) with a word after it, a
+    function word besides it (an article, preposition, pronoun, conjunction or auxiliary; the
+    product's and the required words do not count), and no dangling last word."""
+    found = [w.lower() for w in words]
+    verbs = _verb_positions(words, named, required)
+    function = {i for i, w in enumerate(found) if w not in required
+                and (w in FUNCTION_WORDS or w.split("'")[0] in FUNCTION_WORDS)}
+    dangling = found[-1] in _DANGLING or (
+        found[-1] in _AUXILIARIES and not _CLAUSE_WORDS.intersection(found[:-1]))
+    return (len(function | set(verbs)) >= 2 and bool(function - set(verbs))
+            and any(i < len(found) - 1 for i in verbs) and not dangling)
+
+
+def _no_repetition(found: list[str]) -> bool:
+    """No word twice in a row, no content word three times, no word pair twice."""
+    content = [w for w in found if w not in FUNCTION_WORDS]
+    pairs = list(zip(found, found[1:]))
+    return (all(a != b for a, b in pairs) and all(content.count(w) < 3 for w in set(content))
+            and len(set(pairs)) == len(pairs))
+
+
 def requirements(reply: str, product: str, keywords: Sequence[str], max_words: int) -> dict[str, bool]:
-    """The task's checkable requirements, each True/False. An empty, non-ASCII (look-alike
-    letters) or over-long reply meets none."""
+    """The task's checkable requirements, each True/False: `one_sentence`, `names_product` (the
+    brand and product as one phrase), `word_limit`, `mentions_<word>` per required word,
+    `well_formed` (a sentence, not a keyword list) and `no_repetition`. An empty, non-ASCII
+    (look-alike letters) or over-long reply meets none."""
     text = reply.strip()
     ok = bool(text) and text.isascii() and len(text) <= MAX_CHARS and "\ufffd" not in text
-    found = [w.lower() for w in _WORD.findall(text)] if ok else []
+    written = _WORD.findall(text) if ok else []
+    found = [w.lower() for w in written]
+    named = [p.lower() for p in product.split()]
     sentence_ends = re.findall(r"[.!?]+(?=\s|$)", text)
     out = {
         "one_sentence": ok and "\n" not in text and len(sentence_ends) == 1
                         and bool(re.search(r"[.!?]$", text)) and len(found) >= 3,
-        "names_product": ok and all(p.lower() in found for p in product.split()),
+        "names_product": ok and any(found[i:i + len(named)] == named for i in range(len(found))),
         "word_limit": ok and 3 <= len(found) <= max_words,
     }
     for k in keywords:
         out[f"mentions_{k}"] = ok and k in found
+    out["well_formed"] = ok and bool(found) and _well_formed(written, named, {*named, *keywords})
+    out["no_repetition"] = ok and len(found) >= 3 and _no_repetition(found)
     return out
+
+
+def genuine_description(met: dict[str, bool]) -> bool:
+    """Whether `requirements` found a real description: one well-formed sentence naming the
+    product, with no repetition (the required words and the limit are then counted apart)."""
+    return all(met[k] for k in ("one_sentence", "names_product", "well_formed", "no_repetition"))
 
 
 def judge_messages(task: str, reply_a: str, reply_b: str) -> list[dict]:
@@ -139,8 +232,9 @@ _SECTIONS = re.compile(
 
 class RuleJudge(MessageCompleter):
     """The deterministic default judge: reads the task and both replies from `judge_messages`,
-    prefers more requirements met, then (when both meet at least one) fewer characters;
-    otherwise, or when the messages are not in that layout, "Tie"."""
+    prefers a genuine description (`genuine_description`) over anything else, then more
+    requirements met, then (when both meet at least one) fewer characters; otherwise, or when
+    the messages are not in that layout, "Tie"."""
 
     async def __call__(self, messages: Sequence[dict]) -> dict:
         return {"role": "assistant", "content": self.verdict(messages)}
@@ -152,10 +246,11 @@ class RuleJudge(MessageCompleter):
         if sections is None or task is None:
             return "Tie"
         a, b = sections.group(2), sections.group(3)
-        score_a, score_b = (sum(requirements(r, *task).values()) for r in (a, b))
+        met_a, met_b = (requirements(r, *task) for r in (a, b))
+        score_a, score_b = ((genuine_description(m), sum(m.values())) for m in (met_a, met_b))
         if score_a != score_b:
             return "A" if score_a > score_b else "B"
-        if score_a == 0:  # neither meets anything: brevity is no merit then
+        if score_a[1] == 0:  # neither meets anything: brevity is no merit then
             return "Tie"
         if len(a.strip()) != len(b.strip()):
             return "A" if len(a.strip()) < len(b.strip()) else "B"
@@ -198,8 +293,9 @@ class PairwiseEnv(Env):
         self.renderer = renderer
         self.product, self.keywords, self.max_words = product, tuple(keywords), max_words
         self.question = task_prompt(product, keywords, max_words)
-        full = f"This {product} is " + " and ".join(keywords) + "."
-        compact = keywords[0][:1].upper() + " ".join(keywords)[1:] + f" {product}."
+        listed = keywords[0] if len(keywords) == 1 else ", ".join(keywords[:-1]) + " and " + keywords[-1]
+        full = f"This {product} is {listed}."
+        compact = f"{product} is {listed}."  # fits the smallest limit, 5 + num_keywords words
         self.answer = full if len(full.split()) <= max_words else compact
         self.reply: str | None = None
         self.valid = False
@@ -245,8 +341,11 @@ class PairwisePreferenceSource(EnvSource):
             "description that mentions given words within a word limit. The G replies of a group "
             "are compared round-robin, every pair in both orders (position bias cancels), by a "
             "pluggable judge (any llm_gym MessageCompleter, e.g. a real model; default: a "
-            "deterministic rule judge preferring replies that meet more of the checkable "
-            "requirements, then shorter ones); a reply's group reward is its win rate. A single "
+            "deterministic rule judge that prefers a real description, one well-formed sentence "
+            "naming the product with no repetition (a finite verb and function words, not a "
+            "keyword list such as 'Caleo coffee mug hot.'), over anything else, then replies "
+            "meeting more of the checkable requirements (each required word, the word limit), "
+            "then shorter ones); a reply's group reward is its win rate. A single "
             "episode's reward is 0: the signal needs the group path (PairwiseGroupBuilder or "
             "GymEnvGroupBuilder)."
         ),
@@ -259,7 +358,8 @@ class PairwisePreferenceSource(EnvSource):
             "not ending on the renderer's end of turn loses to every one that does."
         ),
         difficulty_knobs={
-            "max_words": "word limit stated in the task, 6-40 (default 15)",
+            "max_words": "word limit stated in the task, 5 + num_keywords to 40 (room for a "
+                         "sentence, not a keyword list; default 15)",
             "num_keywords": "words the description must mention, 1-3 (default 1)",
             "matchup_group_size": "0: one round robin over the whole group (G(G-1) judge calls); "
                                   "k >= 2: round robins within consecutive blocks of k members, as "
@@ -276,6 +376,7 @@ class PairwisePreferenceSource(EnvSource):
                                         "It must mention the word 'bright'. Use at most 15 words."},
             {"role": "assistant", "content": "This Zorvo desk lamp is bright."},
         ],
+        answer_form="free text",
     )
 
     def __init__(self, *, renderer: Renderer, split: str = "train",
@@ -285,6 +386,9 @@ class PairwisePreferenceSource(EnvSource):
         super().__init__(renderer=renderer, split=split, **knobs)
         self.max_words = check_int("max_words", own["max_words"], 6, 40)
         self.num_keywords = check_int("num_keywords", own["num_keywords"], 1, 3)
+        if self.max_words < 5 + self.num_keywords:
+            raise ValueError(f"max_words must be at least 5 + num_keywords ({5 + self.num_keywords}), "
+                             f"room for a sentence rather than a keyword list; got {self.max_words}")
         self.matchup_group_size = check_int("matchup_group_size", own["matchup_group_size"], 0, 4096)
         if self.matchup_group_size == 1:
             raise ValueError("matchup_group_size must be 0 (the whole group) or at least 2, got 1")

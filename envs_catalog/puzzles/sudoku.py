@@ -7,8 +7,12 @@ random and the puzzle may have several solutions -- the verifier accepts every o
 `unique=True` cells are emptied one at a time only while the solution stays unique (a bitmask
 backtracking solver counts solutions), up to `holes` of them.
 
-The reply ends with "Answer:" and the completed grid: N lines of N digits (spaces or "|" between
-digits allowed, lines of only "-", "+", "|", "=" ignored), or the N*N digits on the marker's line.
+The reply gives "Answer:" and the completed grid: N lines of N digits (spaces, tabs, commas, "|"
+or brackets between digits allowed, markdown bold and a "Row k:" label around a row too; rule
+lines of only "-", "+", "|", "=", ":" and code fences ignored; bands may stand apart by blank
+lines), or the N*N digits on the marker's line. The last Answer block is the final answer; any
+other complete grid stated in the reply that differs from it (`stated_grids`) gets no credit,
+while the puzzle echoed (holes left) and working rows do not count (`envs_catalog.puzzles._grid`).
 An empty cell left in the answer (".", "0", "_"), a row of the wrong length or any other character
 is `malformed`; a digit above N is `digit_out_of_range`. The verifier checks that every given is
 kept (`givens_changed`) and each row, column and box holds 1..N once (`row_repeat`,
@@ -25,7 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles._grid import OK, PuzzleEnv
+from envs_catalog.puzzles._grid import OK, PuzzleEnv, unwrap
+from envs_catalog.puzzles.final_answer import FENCE, strip_markup
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
@@ -33,8 +38,10 @@ from llm_gym.scripted import ScriptedCase
 
 Grid = list[list[int]]  # 0 = empty
 _MAX_DRAWS = 10_000
-_SEPARATOR = re.compile(r"[-+|= ]*[-=][-+|= ]*")
-_ROW = re.compile(r"[0-9._|, ]+")
+_SEPARATOR = re.compile(r"[-+|=: \t]*[-=][-+|=: \t]*")
+_ROW = re.compile(r"[0-9._|, \t\[\]]+")
+_LABEL = re.compile(r"[^:]{1,40}:[ \t]*")
+_ROW_LABEL = re.compile(r"^row[ \t]*[0-9]+[ \t]*[:.)=-]?[ \t]*", re.IGNORECASE)
 
 _KNOB_DOCS = {
     "size": "4 (2x2 boxes) or 9 (3x3 boxes)",
@@ -135,21 +142,90 @@ def puzzle_string(grid: Grid) -> str:
     return "\n".join("".join(str(v) if v else "." for v in row) for row in grid)
 
 
+def row_cells(line: str) -> str | None:
+    """The cells of a grid row line ("1234", "1 2 3 4", "1\t2\t3\t4", "12|34", "| 1 | 2 |",
+    "[1, 2, 3, 4]", "**1234**", "Row 1: 1234"), digits and holes ("._") only, or None."""
+    text = _ROW_LABEL.sub("", strip_markup(line))
+    if not text or not _ROW.fullmatch(text):
+        return None
+    return re.sub(r"[ \t|,\[\]]", "", text) or None
+
+
+def _is_separator(line: str) -> bool:
+    return bool(_SEPARATOR.fullmatch(line.strip())) or bool(FENCE.match(line))
+
+
+def grid_block(lines: list[str], n: int) -> tuple[list[str], int]:
+    """The grid rows starting at the first row line of `lines` and the index after them: row
+    lines with rule lines ("--+--", "|---|") and code fences between them; a blank line ends the
+    block unless fewer than `n` rows are read and a row line comes next (bands apart)."""
+    i = 0
+    while i < len(lines) and (not lines[i].strip() or _is_separator(lines[i])):
+        i += 1
+    rows: list[str] = []
+    while i < len(lines):
+        line = lines[i]
+        cells = row_cells(line)
+        if cells is not None:
+            rows.append(cells)
+        elif not line.strip():
+            j = i
+            while j < len(lines) and not lines[j].strip():
+                j += 1
+            if not rows or len(rows) >= n or j == len(lines) or row_cells(lines[j]) is None:
+                break
+        elif not _is_separator(line):
+            break
+        i += 1
+    return rows, i
+
+
 def parse_grid(payload: str, n: int) -> tuple[Grid | None, str]:
     """The completed grid in `payload` (see the module docstring), or (None, reason)."""
     if not payload.isascii():
         return None, "malformed"
-    lines = [ln for ln in payload.split("\n") if not _SEPARATOR.fullmatch(ln)]
-    if not lines or any(not _ROW.fullmatch(ln) for ln in lines):
+    rows, end = grid_block(payload.split("\n"), n)
+    if any(ln.strip() and not _is_separator(ln) for ln in payload.split("\n")[end:]):
         return None, "malformed"
-    cells_by_line = [re.sub(r"[ |,]", "", ln) for ln in lines]
-    if len(lines) == 1 and len(cells_by_line[0]) == n * n:
-        cells_by_line = [cells_by_line[0][i * n:(i + 1) * n] for i in range(n)]
-    if len(cells_by_line) != n or any(len(row) != n for row in cells_by_line):
+    if len(rows) == 1 and len(rows[0]) == n * n:
+        rows = [rows[0][i * n:(i + 1) * n] for i in range(n)]
+    if len(rows) != n or any(len(row) != n for row in rows):
         return None, "malformed"
-    if any(ch in "0._" for row in cells_by_line for ch in row):
+    if any(ch in "0._" for row in rows for ch in row):
         return None, "malformed"  # an empty cell left: not a completed grid
-    return [[int(ch) for ch in row] for row in cells_by_line], OK
+    return [[int(ch) for ch in row] for row in rows], OK
+
+
+def _after_label(line: str) -> str:
+    """A row after a short label ("Option A: 1234341221434321", "Answer: 1234") as that row."""
+    if row_cells(line) is None:
+        m = _LABEL.match(strip_markup(line))
+        if m and row_cells(strip_markup(line)[m.end():]) is not None:
+            return strip_markup(line)[m.end():]
+    return line
+
+
+def stated_grids(text: str, n: int) -> list[tuple[tuple[int, ...], ...]]:
+    """Every complete grid stated in `text`: a block of `n` rows of `n` digits 1-9 (several
+    blocks in a row too), or all n*n digits on one line. The puzzle echoed (holes left) and
+    single rows of working are not answers."""
+    lines = [_after_label(line) for line in text.split("\n")]
+    found = []
+    i = 0
+    while i < len(lines):
+        if row_cells(lines[i]) is None:
+            i += 1
+            continue
+        rows, end = grid_block(lines[i:], n)
+        if len(rows) == 1 and len(rows[0]) == n * n:
+            rows = [rows[0][k * n:(k + 1) * n] for k in range(n)]
+        if len(rows) % n == 0 and all(len(r) == n for r in rows):
+            for k in range(0, len(rows), n):
+                grid = rows[k:k + n]
+                if not any(ch in "0._" for row in grid for ch in row):
+                    found.append(tuple(tuple(int(ch) for ch in row) for row in grid))
+        i += max(end, 1)
+    return found
 
 
 def check_grid(answer: Grid, puzzle: Grid) -> str:
@@ -193,6 +269,25 @@ class SudokuEnv(PuzzleEnv):
     def reference_payload(self) -> str:
         return puzzle_string(self.solution)
 
+    def answer_block(self, rest: str) -> tuple[str | None, list[str]]:
+        """The grid block after the marker (its first row may share the marker's line; other
+        text there, "the grid below", is ignored) and the lines after it."""
+        lines = rest.split("\n")
+        if row_cells(lines[0]) is None and unwrap(lines[0]):
+            lines = lines[1:]
+        rows, end = grid_block(lines, len(self.puzzle))
+        if not rows:
+            return None, lines
+        payload = "\n".join(ln for ln in lines[:end] if ln.strip() and not _is_separator(ln))
+        return payload, lines[end:]
+
+    def answer_key(self, payload: str) -> tuple[tuple[int, ...], ...] | None:
+        grid, _ = parse_grid(payload, len(self.puzzle))
+        return None if grid is None else tuple(tuple(row) for row in grid)
+
+    def stated_answers(self, text: str) -> list[tuple[tuple[int, ...], ...]]:
+        return stated_grids(text, len(self.puzzle))
+
 
 class SudokuSource(EnvSource):
     """Sudoku tasks; knobs in `DEFAULTS` (see the card). Registered as `llm/Sudoku-v0`."""
@@ -204,18 +299,22 @@ class SudokuSource(EnvSource):
         description=(
             "Sudoku generated offline: a shuffled valid grid (default 4x4 with 2x2 boxes; 9x9 by "
             "knob) with `holes` cells emptied (default 6), shown with '.' for empty cells. The "
-            "reply ends with 'Answer:' and the completed grid, one row per line. Any valid "
+            "reply gives 'Answer:' and the completed grid, one row per line (digits run together "
+            "or separated by spaces, tabs, commas or '|'; all on one line also reads). Any valid "
             "completion that keeps the givens wins (with unique=False a puzzle may have several); "
             "the verifier checks rows, columns, boxes and givens, so echoing the puzzle, leaving "
-            "a cell empty or changing a given earns nothing."
+            "a cell empty or changing a given earns nothing. The last Answer block is the final "
+            "answer: working and a check around it are fine, any other complete grid in the "
+            "reply (an earlier attempt, an alternative, a second grid) earns nothing."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a valid completed grid keeping every "
             "given; 0 for a full grid that breaks a rule or changes a given; -format_coef (0.1) "
-            "for no single 'Answer:' block, an unreadable or incomplete grid. A reply not ending "
-            "on the end of turn loses format_coef."
+            "for no 'Answer:' block, an unreadable or incomplete grid, another different grid in "
+            "the reply or a hedge after it. A reply not ending on the end of turn loses "
+            "format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (no dataset)",
@@ -274,10 +373,12 @@ class SudokuSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the generator's solution, a solver's completion (digits tried from the top, so
-        often a different valid grid), the grid on one line. Adversarial: the puzzle echoed,
-        holes filled with 0, a valid grid with two digits swapped everywhere (givens changed),
-        one cell changed, two Answer blocks, a hedge, two grids after one marker, grids in prose
-        with no marker, a row missing, prose after the grid."""
+        often a different valid grid), the grid on one line, the grid tab-separated after the
+        puzzle echoed and working. Adversarial: the puzzle echoed, holes
+        filled with 0, a valid grid with two digits swapped everywhere (givens changed), one cell
+        changed, two different Answer blocks, a hedge, two grids after one marker, grids in prose
+        with no marker, a row missing, an alternative grid after the answer, an earlier
+        attempt before it."""
 
         def grid_text(grid: Grid) -> str:
             return "\n".join("".join(map(str, row)) for row in grid)
@@ -307,6 +408,10 @@ class SudokuSource(EnvSource):
             ScriptedCase("solver", "gold", lambda env, ob: solver(env), 1.0, 1.0),
             ScriptedCase("one line", "gold",
                          lambda env, ob: "Answer: " + sol(env).replace("\n", ""), 1.0, 1.0),
+            ScriptedCase("puzzle echoed, working, tabs", "gold", lambda env, ob: (
+                f"The puzzle:\n{puzzle_string(env.puzzle)}\n"
+                "Filling each row, the answer is below.\nAnswer:\n" + "\n".join("\t".join(map(str, row)) for row in env.solution)),
+                1.0, 1.0),
             ScriptedCase("puzzle echoed", "adversarial",
                          lambda env, ob: "Answer:\n" + puzzle_string(env.puzzle), -1.0, 0.0),
             ScriptedCase("zeros for holes", "adversarial",
@@ -327,6 +432,8 @@ class SudokuSource(EnvSource):
             ScriptedCase("row missing", "adversarial",
                          lambda env, ob: "Answer:\n" + "\n".join(sol(env).split("\n")[:-1]),
                          -1.0, 0.0),
-            ScriptedCase("prose after", "adversarial",
-                         lambda env, ob: f"Answer:\n{sol(env)}\nbut I am not sure.", -1.0, 0.0),
+            ScriptedCase("alternative after", "adversarial", lambda env, ob: (
+                f"Answer:\n{sol(env)}\nAlternatively:\n{one_cell_off(env)}"), -1.0, 0.0),
+            ScriptedCase("earlier attempt", "adversarial", lambda env, ob: (
+                f"First attempt:\n{one_cell_off(env)}\n\nAnswer:\n{sol(env)}"), -1.0, 0.0),
         ]

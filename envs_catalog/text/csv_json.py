@@ -2,10 +2,12 @@
 
 The table has a header row and `rows` data rows over `columns` columns drawn from a fixed pool
 (`name`, `city`, `color`: strings; `age`, `id`, `stock`: integers; `score`, `price`: decimals;
-`active`, `member`: booleans written `true`/`false`). The reply must be exactly one JSON value
-(`envs_catalog.text.base.strict_json`: optionally inside one ```json fence spanning the whole
-reply; nothing before or after it, so "here is the JSON ... and another {...}" is refused; no
-NaN/Infinity, no duplicate keys, ASCII only) and equal the table: a list with one object per row
+`active`, `member`: booleans written `true`/`false`). The reply's final JSON value is graded
+(`final_json`: the whole reply as one value, optionally inside one ```json fence, through
+`envs_catalog.text.base.strict_json`; else, with prose around it, the last line, fenced block or
+paragraph that is exactly one JSON value, under `llm_gym.grading.final`'s policy: another JSON
+value that differs, or a hedge once one is given, is refused; no NaN/Infinity, no duplicate keys,
+ASCII only) and must equal the table: a list with one object per row
 in order, each with exactly the header's keys (any key order), strings as JSON strings
 (case-sensitive), integer columns as JSON integers (not 34.0, not "34", not true), decimal columns
 as JSON numbers equal to the cell's value (72.5; 72.50 is the same number), boolean columns as
@@ -20,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs, strict_json
+from llm_gym.grading.final import final_answer
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
@@ -78,9 +81,38 @@ def _value_matches(kind: str, got: Any, want: Any) -> bool:
     return type(got) is bool and got is want
 
 
+def final_json(reply: str) -> tuple[Any, str]:
+    """(the reply's final JSON value, "ok") or (None, why); see the module docstring."""
+    value, status = strict_json(reply)
+    if status != "not_json":
+        return value, status
+
+    def read(segment: str) -> Any:
+        value, status = strict_json(segment)
+        return _Json(value) if status == "ok" and isinstance(value, (list, dict)) else None
+
+    final = final_answer(reply, read, blocks=True)
+    if final.ok:
+        return final.value.value, "ok"
+    return None, "not_json" if final.status == "no_answer" else final.status
+
+
+class _Json:
+    """A JSON value compared by its canonical text (1 and 1.0, or True and 1, differ)."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.key = json.dumps(value, sort_keys=True)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Json) and self.key == other.key
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 def grade_table(reply: str, header: list[str], rows: list[dict[str, Any]]) -> TextGrade:
     """Strict JSON, then the exact typed table (see the module docstring)."""
-    value, status = strict_json(reply)
+    value, status = final_json(reply)
     if status != "ok":
         return TextGrade(0.0, False, status)
     if not isinstance(value, list) or len(value) != len(rows):
@@ -162,9 +194,9 @@ class CsvToJsonSource(TextSource):
         return self.env_for(question, task["answer"], lambda r: grade_table(r, header, rows), task)
 
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the compact reference, pretty-printed JSON in a ```json fence, keys reordered.
-        Adversarial: trailing prose holding a second JSON, two JSON values, prose before the
-        JSON, every value a string, the CSV echoed, rows reversed (with 2+ rows) or a row
+        """Gold: the compact reference, pretty-printed JSON in a ```json fence, keys reordered,
+        prose before the JSON. Adversarial: trailing prose holding a second JSON, two different
+        JSON values, every value a string, the CSV echoed, rows reversed (with 2+ rows) or a row
         dropped, a duplicate key hiding a wrong value, curly quotes, NaN, the table wrapped in
         an object, empty."""
         def rows(env):
@@ -194,12 +226,12 @@ class CsvToJsonSource(TextSource):
                          lambda env, ob: json.dumps([dict(reversed(list(r.items())))
                                                      for r in rows(env)]), 1.0, 1.0),
             ScriptedCase("trailing prose with a second JSON", "adversarial",
-                         lambda env, ob: env.answer + "\nOr, if you prefer: " + stringly(env),
+                         lambda env, ob: env.answer + "\nOr, if you prefer: " + wrong_rows(env),
                          -1.0, 0.0),
-            ScriptedCase("two JSON values", "adversarial",
-                         lambda env, ob: env.answer + "\n" + env.answer, -1.0, 0.0),
-            ScriptedCase("prose before JSON", "adversarial",
-                         lambda env, ob: "Here is the JSON: " + env.answer, -1.0, 0.0),
+            ScriptedCase("two different JSON values", "adversarial",
+                         lambda env, ob: env.answer + "\n" + wrong_rows(env), -1.0, 0.0),
+            ScriptedCase("prose before JSON", "gold",
+                         lambda env, ob: "Here is the JSON: " + env.answer, 1.0, 1.0),
             ScriptedCase("all strings", "adversarial", lambda env, ob: stringly(env), -1.0, 0.0,
                          knobs={"types": "mixed", "columns": 10}),
             ScriptedCase("echo CSV", "adversarial", lambda env, ob: env.task["csv"], -1.0, 0.0),

@@ -6,9 +6,14 @@ distractor in the same document when `distractors` is on (the subtotal next to t
 issue date next to the due date, the seller next to the customer, the manager next to the
 employee, the previous salary next to the salary, ...).
 
-Reply format (stated in the prompt): one line per field, `field: value`, in any order, each
-asked field exactly once and nothing else; with one field a bare value line (or `Answer:
-value`) is accepted too. Values are compared after normalisation by kind: numbers are read by
+Reply format (stated in the prompt): one line per field, `field: value`, in any order, with
+markdown (bold, backticks, a bullet) allowed; with one field a bare one-line reply (or `Answer:
+value`) is accepted too. Under the answer policy of `llm_gym.grading`, lines that are not field
+lines are working (reasoning before, a check after) and cost nothing; a field given twice with
+different values is `conflicting`, a field of any document type not asked for is
+`unexpected_line` (a distractor's value offered too), a hedge ("or", "maybe", "backup", ...) once
+a field is given is `hedged`. A bare value amid prose is not read: with reasoning, use the field
+line. Values are compared after normalisation by kind: numbers are read by
 `llm_gym.grading.parse_number` (exact; thousands separators, a leading `$` and trailing `.` are
 fine, "85.25 or 77.50" is not a number); dates must be `YYYY-MM-DD`; text (names, ids, places)
 is compared case-insensitively with whitespace collapsed and one pair of surrounding quotes and
@@ -169,6 +174,17 @@ def normalise_value(kind: str, value: str) -> Any:
 
 
 _KEY_LINE = re.compile(r"([A-Za-z][A-Za-z _-]{0,40}?)\s*:\s*(.*)")
+# Words that offer another value once a field is given (the policy of llm_gym.grading).
+_HEDGE = re.compile(r"(?<![^\W_])(?:or|maybe|perhaps|possibly|actually|alternatively|otherwise|"
+                    r"instead|backup|if not|could also be)(?![^\W_])", re.IGNORECASE)
+
+
+def _unmark(text: str) -> str:
+    """`text` without markdown emphasis or backticks around it, or a bullet before it."""
+    s = re.sub(r"^[-*+]\s+", "", text.strip())
+    for w in ("**", "__", "`"):
+        s = s.replace(w, "")
+    return s.strip()
 
 
 def _key(text: str) -> str:
@@ -180,18 +196,25 @@ def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple]) -> Text
     text, status = visible_reply(reply)
     if text is None:
         return TextGrade(0.0, False, status, {"fields_correct": 0.0})
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [_unmark(line) for line in text.splitlines() if line.strip()]
     values: dict[str, str] = {}
-    for line in lines:
+    first = None  # index of the first field line: hedges from there on deny credit
+    for i, line in enumerate(lines):
         m = _KEY_LINE.fullmatch(line)
         key = _key(m.group(1)) if m else None
         if len(asked) == 1 and (m is None or key == "answer") and len(lines) == 1:
             key, value = asked[0], (m.group(2) if m else line)
-        elif m is None or key not in asked:
+        elif (key in fields or key in _FIELD_NAMES) and key not in asked:  # a field not asked for
             return TextGrade(0.0, False, "unexpected_line", {"fields_correct": 0.0})
+        elif m is None or key not in asked:
+            if first is not None and _HEDGE.search(line):
+                return TextGrade(0.0, False, "hedged", {"fields_correct": 0.0})
+            continue  # working: reasoning before the fields, a check after them
         else:
-            value = m.group(2)
-        if key in values:
+            value = _unmark(m.group(2))
+        first = i if first is None else first
+        if key in values and normalise_value(fields[key][0], values[key]) != normalise_value(
+                fields[key][0], value):
             return TextGrade(0.0, False, "conflicting", {"fields_correct": 0.0})
         values[key] = value
     if set(values) != set(asked):
@@ -207,6 +230,12 @@ def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple]) -> Text
     return TextGrade(score, True, "ok" if score else "wrong", {"fields_correct": right / len(asked)})
 
 
+# Every field name of every document type: a line naming one is an answer, not working.
+_FIELD_NAMES = frozenset(
+    k for build in (_invoice, _personnel, _report) for k in build(np.random.default_rng(0), True)[1]
+)
+
+
 class ExtractionSource(TextSource):
     """Field extraction from generated documents (`llm/Extraction-v0`)."""
 
@@ -219,7 +248,9 @@ class ExtractionSource(TextSource):
             "Read one or more fields out of a generated document (an invoice, a personnel record "
             "or a site-inspection report) that holds a distractor for every field (subtotal vs "
             "total, issue vs due date, seller vs customer, manager vs employee, ...). The reply "
-            "is one 'field: value' line per asked field (a bare value for a single field); "
+            "is one 'field: value' line per asked field (a bare one-line value for a single "
+            "field); reasoning around the field lines is fine, a field given twice differently, "
+            "a field not asked for or a hedge once a field is given is refused; "
             "numbers are read exactly by llm_gym.grading.parse_number, dates must be YYYY-MM-DD, "
             "text is compared case-insensitively with whitespace collapsed."
         ),
@@ -227,8 +258,8 @@ class ExtractionSource(TextSource):
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "1 when every asked field is right, 0 for readable lines with a wrong value, "
-            "-format_coef (0.1) when the reply is not readable in the stated format (a missing, "
-            "repeated or unexpected line, a value that is not one number or date, non-ASCII "
+            "-format_coef (0.1) when the reply is not readable in the stated format (a missing "
+            "field, one given twice differently, a field not asked for, a hedge, a value that is not one number or date, non-ASCII "
             "text) or does not end on the renderer's end of turn."
         ),
         difficulty_knobs=knob_docs({

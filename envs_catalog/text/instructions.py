@@ -12,16 +12,29 @@ Checking (`check_constraint`): the reply is first read by `envs_catalog.text.bas
 or blank replies are unreadable and pass nothing). Every checker also requires at least one word
 (`[A-Za-z0-9]+`), so no constraint is satisfied vacuously: an empty or punctuation-only reply does
 not pass "no commas" or "all lower case". Words are matched whole and case-insensitively
-("apples" is not "apple"). A reply that restates any rule (its normalised wording appears in the
-reply: listing the constraints instead of following them) passes nothing (metric `echo`), and so
-does a reply that never uses the topic's subject words ("harbor" for "a quiet harbor"; metric
-`on_topic`), so a two-letter reply cannot meet "lower case, at most 40 words".
+("apples" is not "apple"), except a forbidden word, which is also found in disguise
+(`envs_catalog.text.disguise.uses_word`: split by hyphens, dots or spaces, digit look-alikes
+such as "g00d", elongated, inflected, or joined to a neighbour as in "verycalm"). Each kind
+closes its own vacuous case: a required word must stand in a sentence of four words or more
+with a function word (a closing phrase from `PHRASES` lends none), bullets need two words each
+and must differ, JSON values must differ, a P.S. needs a text before it and two words in it.
+
+No reward without the task done (`grade_reply`): a reply that restates any rule (listing the
+constraints instead of following them) passes nothing (metric `echo`), nor does one that never
+uses the topic's subject words ("harbor" for "a quiet harbor"; metric `on_topic`), nor one below
+the content floor of `envs_catalog.text.genuine.degeneracy`, read on the reply's own words (JSON
+values; no end phrase or "P.S." marks) with the topic, required words and start word not
+counted as its own (metric `degenerate`, and one per reason: `thin`, `word_list`, `repetitive`,
+`filler`): one word, the topic word repeated, numbered filler, one-word bullets or a keyword
+list meet no rule, however many they would meet by the letter. A forbidden word found only in
+disguise is reported too (metric `disguised_forbidden`).
 Reward: all-of (1 only when every constraint holds) or the fraction of constraints held
 (`reward="fraction"`), minus `format_coef` for an unreadable reply.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from dataclasses import dataclass
@@ -30,6 +43,7 @@ from typing import Any, Callable
 import numpy as np
 
 from envs_catalog.text.base import (
+    WORDS,
     TextGrade,
     TextSource,
     TextTaskEnv,
@@ -37,6 +51,8 @@ from envs_catalog.text.base import (
     strict_json,
     visible_reply,
 )
+from envs_catalog.text.disguise import uses_word
+from envs_catalog.text.genuine import FUNCTION_WORDS, MIN_ITEM_WORDS, REASONS, degeneracy, tokens
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
@@ -55,12 +71,20 @@ START_WORDS = ("Today", "Imagine", "Yesterday", "Perhaps", "Listen", "Once", "So
 PHRASES = ("Is there anything else I can help with?", "Thank you for reading.",
            "That is all for today.", "Have a wonderful day.", "The end.")
 JSON_KEYS = ("title", "summary", "mood", "place", "detail", "note")
-FILLER = ("the", "air", "feels", "calm", "and", "warm", "light", "moves", "slowly", "over",
-          "every", "small", "corner", "while", "people", "smile", "and", "talk", "about", "it")
+# The solver's sentences: plain ASCII, no commas, no word of FORBIDDEN (in any disguise).
+_MORE = ("The air feels calm and warm.", "Small sounds drift through the morning.",
+         "Visitors smile and stay for hours.", "Nobody seems to hurry there.",
+         "Time passes slowly in that place.", "Old friends meet and talk.", "Birds sing nearby.",
+         "I always leave feeling rested.", "Children laugh.")
+_ITEMS = ("Mornings there are calm", "Visitors often come back", "Evenings bring soft light",
+          "Locals know its quiet corners")
+_POSTSCRIPT = "P.S. Visit it soon."
 
 _WORD = re.compile(r"[A-Za-z0-9]+")
 _BULLET = re.compile(r"^[ \t]*[-*][ \t]+(.*)$", re.MULTILINE)
 _PS = re.compile(r"^[ \t]*p\.[ \t]?s\.(.*)$", re.MULTILINE | re.IGNORECASE)
+_PS_MARK = re.compile(r"^([ \t]*)p\.[ \t]?s\.", re.MULTILINE | re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?;:\n]+")
 
 
 def words(text: str) -> list[str]:
@@ -72,6 +96,16 @@ def _has_word(text: str, word: str) -> bool:
     return any(w.lower() == target for w in words(text))
 
 
+def _joinable_words() -> frozenset[str]:
+    """The words a forbidden word may be run together with, beyond the reply's own: the env's
+    word pools."""
+    pools = (*WORDS, *KEYWORDS, *FORBIDDEN, *_ADJECTIVES, *_NOUNS, *START_WORDS)
+    return frozenset(w for phrase in pools for w in tokens(phrase))
+
+
+_JOINABLE = _joinable_words()
+
+
 # --- checkers: (visible text, params) -> bool; every one needs at least one word -------------
 def _min_words(text: str, n: int) -> bool:
     return len(words(text)) >= max(n, 1)
@@ -81,12 +115,26 @@ def _max_words(text: str, n: int) -> bool:
     return 1 <= len(words(text)) <= n
 
 
+def _in_context(text: str, keyword: str) -> bool:
+    """`keyword` stands in a sentence (or line) of four words or more with a function word (a
+    closing phrase of `PHRASES` gives no context: it is the prompt's, not the reply's)."""
+    body = text.rstrip()
+    for phrase in PHRASES:
+        if body.lower().endswith(phrase.lower()):
+            body = body[: -len(phrase)]
+    for sentence in _SENTENCE.findall(body):
+        found = [w.lower() for w in words(sentence)]
+        if keyword.lower() in found and len(found) >= 4 and any(w in FUNCTION_WORDS for w in found):
+            return True
+    return False
+
+
 def _include(text: str, *keywords: str) -> bool:
-    return bool(words(text)) and all(_has_word(text, k) for k in keywords)
+    return bool(words(text)) and all(_has_word(text, k) and _in_context(text, k) for k in keywords)
 
 
 def _forbid(text: str, *banned: str) -> bool:
-    return bool(words(text)) and not any(_has_word(text, b) for b in banned)
+    return bool(words(text)) and not any(uses_word(text, b, _JOINABLE) for b in banned)
 
 
 def _lowercase(text: str) -> bool:
@@ -97,15 +145,23 @@ def _uppercase(text: str) -> bool:
     return bool(words(text)) and any(c.isalpha() for c in text) and text == text.upper()
 
 
+def _shape(item: str) -> str:
+    return " ".join(w.lower() for w in words(item) if not w.isdigit())
+
+
 def _bullets(text: str, n: int) -> bool:
+    """Exactly n bullets, each of `MIN_ITEM_WORDS` (2) words or more, no two alike (counters
+    aside)."""
     items = _BULLET.findall(text)
-    return len(items) == n and all(words(item) for item in items)
+    return (len(items) == n and all(len(words(item)) >= MIN_ITEM_WORDS for item in items)
+            and len({_shape(item) for item in items}) == n)
 
 
 def _json_keys(text: str, *keys: str) -> bool:
     value, status = strict_json(text)
     return (status == "ok" and isinstance(value, dict) and set(value) == set(keys)
-            and all(isinstance(v, str) and words(v) for v in value.values()))
+            and all(isinstance(v, str) and words(v) for v in value.values())
+            and len({_shape(v) for v in value.values()}) == len(value))
 
 
 def _ends_with(text: str, phrase: str) -> bool:
@@ -125,7 +181,10 @@ def _no_commas(text: str) -> bool:
 
 
 def _postscript(text: str) -> bool:
-    return any(words(rest) for rest in _PS.findall(text))
+    """A line starting "P.S." with two words or more, after a text of its own."""
+    first = _PS.search(text)
+    return (first is not None and bool(words(text[: first.start()]))
+            and any(len(words(rest)) >= 2 for rest in _PS.findall(text)))
 
 
 CHECKS: dict[str, Callable[..., bool]] = {
@@ -224,38 +283,48 @@ def check_constraint(reply: str, constraint: Constraint) -> bool:
     return text is not None and constraint.check(text)
 
 
+def _opening(topic: str, start: str | None, keywords: list[str]) -> str:
+    """The solver's first sentence: the topic, the required words, three words of its own."""
+    tense = {"Yesterday": 1, "Once": 1, "Imagine": 2, "Listen": 2}.get(start or "", 0)
+    verb = (("holds", "held", "holding") if keywords else ("rests", "rested", "resting"))[tense]
+    held = f" {keywords[0]} and {keywords[1]}" if keywords else ""
+    lead = {"Listen": "Listen to"}.get(start or "", start or "")
+    sentence = f"{lead} {topic} {verb}{held} in calm light.".strip()
+    return sentence[:1].upper() + sentence[1:]
+
+
 def solve(topic: str, constraints: list[Constraint]) -> str:
-    """A reply meant to satisfy every constraint (callers verify it: `TaskSource.draw`)."""
+    """A genuine reply meant to satisfy every constraint (callers verify it: `TaskSource.draw`):
+    an opening sentence with the topic and the required words, sentences of `_MORE` until the
+    word bounds hold, distinct bullets, a P.S., the end phrase, the case asked for."""
     by_kind = {c.kind: c.params for c in constraints}
     keywords = list(by_kind.get("include_keywords", ()))
+    opening = _opening(topic, by_kind.get("starts_with", (None,))[0], keywords)
     if "json_keys" in by_kind:
         k1, k2 = by_kind["json_keys"]
-        text = json.dumps({k1: f"a text about {topic} " + " ".join(keywords), k2: "calm and warm"})
+        text = json.dumps({k1: opening, k2: _MORE[0]})
         return text.lower() if "lowercase" in by_kind else text
-    intro = ([by_kind["starts_with"][0]] if "starts_with" in by_kind else []) + \
-        ["this", "is", "about"] + topic.split() + keywords
-    bullets = [["-", "point", str(i + 1), "feels", "calm"] for i in range(by_kind.get("bullets", (0,))[0])]
-    tail = ["P.S.", "thanks", "for", "reading"] if "postscript" in by_kind else []
-    phrase = list(by_kind["ends_with"]) if "ends_with" in by_kind else []
 
-    def count() -> int:
-        return len(words(" ".join(intro + sum(bullets, []) + tail + phrase)))
+    def write(more: tuple[str, ...]) -> str:
+        lines = [" ".join((opening, *more))]
+        lines += [f"- {item}." for item in _ITEMS[: by_kind.get("bullets", (0,))[0]]]
+        if "postscript" in by_kind:
+            lines.append(_POSTSCRIPT)
+        if "ends_with" in by_kind:
+            lines[-1] += " " + by_kind["ends_with"][0]
+        text = "\n".join(lines)
+        if "lowercase" in by_kind:
+            return text.lower()
+        return text.upper() if "uppercase" in by_kind else text
 
-    target = by_kind.get("min_words", (0,))[0]
-    filler = iter(FILLER * 4)
-    while count() < target:
-        intro.append(next(filler))
-    lines = [" ".join(intro) + "."] + [" ".join(b) for b in bullets]
-    if tail:
-        lines.append(" ".join(tail) + ".")
-    if phrase:
-        lines[-1] = lines[-1] + " " + phrase[0]
-    text = "\n".join(lines)
-    if "lowercase" in by_kind:
-        text = text.lower()
-    elif "uppercase" in by_kind:
-        text = text.upper()
-    return text
+    low = by_kind.get("min_words", (0,))[0]
+    high = by_kind.get("max_words", (10_000,))[0]
+    for size in range(len(_MORE) + 1):  # the fewest extra sentences that land in [low, high]
+        for more in itertools.combinations(_MORE, size):
+            text = write(more)
+            if low <= len(words(text)) <= high:
+                return text
+    return write(())
 
 
 def subject(topic: str) -> str:
@@ -268,23 +337,59 @@ def on_topic(text: str, topic: str) -> bool:
     return (" " + _normalise(subject(topic)) + " ") in (" " + _normalise(text) + " ")
 
 
+def _prose(text: str, constraints: list[Constraint]) -> str:
+    """What the content floor reads: a JSON object's string values (one a line), else the text
+    without its required end phrase and "P.S." marks (the prompt's words, not the reply's; the
+    start word stays, a part of the first sentence, but is not counted as the reply's own)."""
+    value, status = strict_json(text)
+    if status == "ok" and isinstance(value, dict):
+        return "\n".join(v for v in value.values() if isinstance(v, str))
+    for c in constraints:
+        if c.kind == "ends_with" and text.rstrip().lower().endswith(c.params[0].lower()):
+            text = text.rstrip()[: -len(c.params[0])]
+    return _PS_MARK.sub("", text)
+
+
+def _supplied_words(topic: str | None, constraints: list[Constraint]) -> list[str]:
+    """What the prompt hands the writer (the topic, required words, the start word, "P.S."):
+    none of it is the reply's own content."""
+    given = [topic or "", "P.S."]
+    for c in constraints:
+        if c.kind in ("include_keywords", "starts_with"):
+            given += [str(p) for p in c.params]
+    return given
+
+
 def grade_reply(reply: str, constraints: list[Constraint], mode: str,
                 topic: str | None = None) -> TextGrade:
-    """Score one reply: unreadable -> not well formed; restating a rule, or (with `topic`)
-    not using the topic's subject words -> 0; else all-of or the fraction of rules met."""
+    """Score one reply: unreadable -> not well formed; restating a rule, (with `topic`) not
+    using the topic's subject words, or below the content floor (`genuine.degeneracy`: one
+    word, repetition, numbered filler, a word list) -> 0; else all-of or the fraction of rules
+    met. Details: `constraints_met`, `echo`, `on_topic`, `degenerate` and one flag per floor
+    reason, `disguised_forbidden` (a forbidden word found only in disguise)."""
     text, status = visible_reply(reply)
-    zero = {"constraints_met": 0.0, "echo": 0.0, "on_topic": 0.0}
+    zero = {"constraints_met": 0.0, "echo": 0.0, "on_topic": 0.0, "degenerate": 0.0,
+            **{r: 0.0 for r in REASONS}, "disguised_forbidden": 0.0}
     if text is None:
         return TextGrade(0.0, False, status, zero)
     if echoes_rules(text, constraints):
         return TextGrade(0.0, True, "echo", {**zero, "echo": 1.0})
     if topic is not None and not on_topic(text, topic):
         return TextGrade(0.0, True, "off_topic", zero)
+    value, _ = strict_json(text)
+    reasons = degeneracy(_prose(text, constraints), _supplied_words(topic, constraints),
+                         prose=not isinstance(value, dict))
+    if reasons:
+        return TextGrade(0.0, True, reasons[0], {**zero, "on_topic": 1.0, "degenerate": 1.0,
+                                                 **{r: 1.0 for r in reasons}})
     met = sum(c.check(text) for c in constraints)
+    disguised = any(c.kind == "forbidden_words" and not c.check(text)
+                    and not any(_has_word(text, b) for b in c.params) for c in constraints)
     fraction = met / len(constraints)
     score = fraction if mode == "fraction" else float(met == len(constraints))
     return TextGrade(score, True, "ok" if met == len(constraints) else "unmet",
-                     {"constraints_met": fraction, "echo": 0.0, "on_topic": 1.0})
+                     {**zero, "constraints_met": fraction, "on_topic": 1.0,
+                      "disguised_forbidden": float(disguised)})
 
 
 class InstructionFollowingSource(TextSource):
@@ -301,16 +406,23 @@ class InstructionFollowingSource(TextSource):
             "words, all lower or upper case, exactly N bullet points, a JSON object with given "
             "keys, a given first word or final phrase, no commas, a P.S. line), never two that "
             "contradict. Each rule has an exact checker; none can be met by an empty or "
-            "punctuation-only reply. Non-ASCII replies (look-alike letters) pass nothing, nor "
-            "does a reply that restates the rules instead of following them or that never uses "
-            "the topic's words."
+            "punctuation-only reply, a required word must stand in a sentence, bullets need two "
+            "words each and must differ, and a forbidden word is found in disguise (split by "
+            "hyphens or spaces, digit look-alikes, elongated, inflected, joined to a neighbour). "
+            "No rule pays unless the reply is a genuine response (the content floor): it uses the "
+            "topic's words, does not restate the rules, has four words or more with two content "
+            "words of its own (and one in five of the words the prompt did not supply) beyond the "
+            "topic, required words, start word and end phrase, reads "
+            "as prose rather than a word list (function words), and is not repetitive (one word "
+            "or phrase over and over, lines alike but for a counter) or filler (runs of numbers, "
+            "one-word list items). Non-ASCII replies (look-alike letters) pass nothing."
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "reward='all' (default): 1 when every constraint holds, else 0; reward='fraction': "
-            "the fraction of constraints that hold (0 for a reply restating the rules or off the "
-            "topic). An unreadable reply (blank, non-ASCII, over "
+            "the fraction of constraints that hold (0 for a reply restating the rules, off the "
+            "topic or below the content floor). An unreadable reply (blank, non-ASCII, over "
             "4096 characters, invalid UTF-8) or one not ending on the renderer's end of turn "
             "loses format_coef (0.1)."
         ),
@@ -327,8 +439,10 @@ class InstructionFollowingSource(TextSource):
                 "Write a short text about a quiet harbor (use the word 'harbor'). Follow every rule:\n"
                 "1. Do not use any commas.\n2. Start your reply with the word 'Once'.\n"
                 "Write in plain ASCII English.")},
-            {"role": "assistant", "content": "Once this is about a quiet harbor."},
+            {"role": "assistant", "content": (
+                "Once the quiet harbor wakes up and small boats drift past the old pier.")},
         ],
+        answer_form="free text",
     )
 
     def configure(self, *, num_constraints: int, reward: str, kinds: Any) -> None:
@@ -390,6 +504,11 @@ class InstructionFollowingSource(TextSource):
         def only(kind, n=1, **extra):
             return {"kinds": [kind], "num_constraints": n, **extra}
 
+        def hyphenated(env):
+            banned = params(env, "forbidden_words")[0]
+            head, _, rest = env.answer.partition(" ")
+            return f"{head} {banned[:2]}-{banned[2:]} {rest}"
+
         def bullets_plus_one(env):
             n = params(env, "bullets")[0]
             return "\n".join(f"- the {subj(env)} {i}" for i in range(n + 1))
@@ -438,5 +557,26 @@ class InstructionFollowingSource(TextSource):
                          lambda env, ob: " ".join(subj(env).split() + ["word"] * (
                              params(env, "min_words")[0] - 1 - len(subj(env).split()))),
                          -1.0, 0.0, knobs=only("min_words")),
+            ScriptedCase("one word vs lower case and a word limit", "adversarial",
+                         lambda env, ob: subj(env).lower(), -1.0, 0.0,
+                         knobs={"kinds": ["lowercase", "max_words"], "num_constraints": 2,
+                                "reward": "fraction"}),
+            ScriptedCase("topic word repeated vs minimum words", "adversarial",
+                         lambda env, ob: " ".join([subj(env)] * params(env, "min_words")[0]),
+                         -1.0, 0.0, knobs=only("min_words", reward="fraction")),
+            ScriptedCase("numbered filler vs minimum words", "adversarial",
+                         lambda env, ob: f"The {subj(env)} is " + " ".join(
+                             str(i) for i in range(1, params(env, "min_words")[0] + 1)),
+                         -1.0, 0.0, knobs=only("min_words", reward="fraction")),
+            ScriptedCase("one-word bullets", "adversarial",
+                         lambda env, ob: f"The {subj(env)} is here.\n" + "\n".join(
+                             f"- {w}" for w in WORDS[: params(env, "bullets")[0]]),
+                         -1.0, 0.0, knobs=only("bullets", reward="fraction")),
+            ScriptedCase("keyword list", "adversarial",
+                         lambda env, ob: " ".join([subj(env), *params(env, "include_keywords"),
+                                                   *WORDS[:6]]) + ".",
+                         -1.0, 0.0, knobs=only("include_keywords", reward="fraction")),
+            ScriptedCase("forbidden word split by a hyphen", "adversarial", lambda env, ob: hyphenated(env),
+                         -1.0, 0.0, knobs=only("forbidden_words", reward="fraction")),
         ]
         return cases

@@ -76,7 +76,9 @@ def final_answer_reward(
     )
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     answered = last is not None and not last.get("tool_calls") and not last.get("unparsed_tool_calls")
-    grade = grade_numeric(get_text_content(last), answer) if answered else None
+    # numbers of the question and the tool results, quoted after the answer, are explanation
+    context = "\n".join(get_text_content(m) for m in messages if m is not last)
+    grade = grade_numeric(get_text_content(last), answer, context=context) if answered else None
     correct = bool(grade is not None and grade.correct)
     used_tool = ok_calls > 0
     credited = correct and (used_tool or not require_tool)

@@ -76,13 +76,14 @@ def read_name(reply: str) -> tuple[str | None, str]:
     return normalize_name(text), "ok"
 
 
-def grade_answer(reply: str, answer: int | Fraction | str) -> tuple[bool, bool]:
-    """(format_ok, correct) for a final reply: a numeric answer through `grade_numeric`, a name
-    through `read_name`."""
+def grade_answer(reply: str, answer: int | Fraction | str, context: str | None = None
+                 ) -> tuple[bool, bool]:
+    """(format_ok, correct) for a final reply: a numeric answer through `grade_numeric` (with
+    the episode's other text as its `context`), a name through `read_name`."""
     if isinstance(answer, str):
         name, _ = read_name(reply)
         return name is not None, name == normalize_name(answer)
-    grade = grade_numeric(reply, answer)
+    grade = grade_numeric(reply, answer, context=context)
     return grade.format_ok, grade.correct
 
 
@@ -94,7 +95,9 @@ def answer_reward(messages: Sequence[Message], answer: int | Fraction | str, *,
                    if m.get("role") == "tool" and not get_text_content(m).startswith("Error:"))
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     answered = last is not None and not last.get("tool_calls") and not last.get("unparsed_tool_calls")
-    format_ok, correct = grade_answer(get_text_content(last), answer) if answered else (False, False)
+    context = "\n".join(get_text_content(m) for m in messages if m is not last)
+    format_ok, correct = (grade_answer(get_text_content(last), answer, context) if answered
+                          else (False, False))
     used_tool = ok_calls > 0
     credited = correct and (used_tool or not require_tool)
     reward = float(credited) - tool_call_cost * calls

@@ -185,8 +185,15 @@ def audit_source(
                                       f"{outcome.episode_return:g}")
                 continue
             golds[seed] = (outcome, prompts[0])
+        low = float(source.reward_range[0]) if hasattr(source, "reward_range") else None
         for seed, (outcome, prompt) in golds.items():
             gold_return, replies = outcome.episode_return, outcome.replies
+            if low is not None and gold_return <= low + _SLACK:
+                # A reward only a group gives (a preference between the group's replies): one
+                # episode alone scores the minimum, so nothing here can tell credit apart.
+                report.skipped.append(f"{case.name!r} seed {seed}: the gold case alone scores "
+                                      f"the env's minimum {low:g} (a group reward)")
+                continue
             others = [o.replies[-1] for s, (o, _) in golds.items()
                       if s != seed and o.replies[-1].strip() != replies[-1].strip()]
             alternatives = [others[0]] if others else []

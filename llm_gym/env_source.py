@@ -37,8 +37,9 @@ class EnvCard:
     license: str
     example_episode: list[dict[str, str]] = field(default_factory=list)  # chat messages
     # What a reply is, for the adversarial audit (llm_gym.checks.adversarial): "one answer" (it
-    # commits to one answer, read under llm_gym.grading's policy), "program", or "free text"
-    # (the reply is the product, as in instruction following).
+    # commits to one answer, read under llm_gym.grading's policy), "program", "exact text" (the
+    # whole reply is the answer verbatim, as a program's predicted output), or "free text" (the
+    # reply is the product, as in instruction following).
     answer_form: str = "one answer"
 
 

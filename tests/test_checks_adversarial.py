@@ -20,7 +20,6 @@ from llm_gym.cli_list import registered_envs
 from tests._fast import sampled
 
 OPEN = {  # id -> the class its reader still fails (issue 21)
-    "llm/CodeOutput-v0": "worked steps around an unfenced output (a fenced one is read)",
     "llm/Extraction-v0": "worked steps around a bare value (a 'field: value' line is read)",
 }
 SLOW_SOURCES = ("envs_catalog.code.", "envs_catalog.tools.", "envs_catalog.textworld.")

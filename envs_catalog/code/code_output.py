@@ -352,6 +352,7 @@ class CodeOutputSource(EnvSource):
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=_example_episode(),
+        answer_form="exact text",
     )
 
     def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:

@@ -18,7 +18,9 @@ replies throughout, and compares the episode return with the gold one:
   the prompt echoed back — must not score the gold's return on any turn.
 
 What applies follows the card's `answer_form`: "one answer" and "program" get all three
-classes; "free text" (the reply is the product: instructions, preference) only the degenerate
+classes; "exact text" (the whole reply is the answer, verbatim: a program's predicted output)
+the alternatives and the degenerate replies, not the working (any prose would be part of the
+answer); "free text" (the reply is the product: instructions, preference) only the degenerate
 one. `llm-gym check` shows the result as its `adversarial` row; nothing here imports a CLI.
 """
 
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ANSWER_FORMS", "AdversarialReport", "audit_source"]
 
-ANSWER_FORMS = ("one answer", "program", "free text")
+ANSWER_FORMS = ("one answer", "program", "exact text", "free text")
 _SLACK = 1e-6
 _SPECIAL = re.compile(r"<\|[^|<>]{0,40}\|>|</?s>|^(?:system|user|assistant)\s*$|^(?:User|Assistant|System):",
                       re.MULTILINE)
@@ -211,9 +213,9 @@ def audit_source(
                         got = _replay(source, case, seed, replies,
                                       lambda g, b=build, a=alt: b(g, a))
                         check("false credit", f"{name} ({'another task' if k == 0 and others else 'mutated'})", got)
-                for name, wrap in WORKING.items():
+                for name, wrap in (WORKING.items() if answer_form != "exact text" else ()):
                     check("false denial", name, _replay(source, case, seed, replies, wrap))
-                if _bold(replies[-1]) is not None:
+                if answer_form != "exact text" and _bold(replies[-1]) is not None:
                     check("false denial", "bold", _replay(source, case, seed, replies,
                                                           lambda g: _bold(g) or g))
             for name, junk in _degenerate(prompt).items():

@@ -308,6 +308,12 @@ def test_extraction_reader():
         g = grade_fields(bad, both, fields)
         assert g.score == 0.0 and g.format_ok is fmt, bad
     assert grade_fields("2024-03-05", ["due_date"], fields).score == 0.0
+    # one field, a bare value amid reasoning: read when every value-shaped line agrees
+    assert grade_fields("The total is the last line of the invoice.\n\n**85.25**", ["total"], fields).score == 1.0
+    assert grade_fields("Dana Smith\n\nI read it off the Bill to line.", ["customer"], fields).score == 1.0
+    for bad in ["85.25\nDana Smith", "77.50\n\nActually, the total is this:\n85.25",
+                "85.25\n\nOr maybe it is the subtotal."]:
+        assert grade_fields(bad, ["total"], fields).status in ("conflicting", "hedged"), bad
 
 
 def test_extraction_documents_hold_answer_and_distractor():

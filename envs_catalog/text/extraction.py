@@ -12,8 +12,9 @@ value`) is accepted too. Under the answer policy of `llm_gym.grading`, lines tha
 lines are working (reasoning before, a check after) and cost nothing; a field given twice with
 different values is `conflicting`, a field of any document type not asked for is
 `unexpected_line` (a distractor's value offered too), a hedge ("or", "maybe", "backup", ...) once
-a field is given is `hedged`. A bare value amid prose is not read: with reasoning, use the field
-line. Values are compared after normalisation by kind: numbers are read by
+a field is given is `hedged`. With one field asked, a bare value amid reasoning is read too: the
+lines shaped like a value (at most six words, no function word, no sentence inside) are the
+answers stated, and they must all read as the field's value and agree. Values are compared after normalisation by kind: numbers are read by
 `llm_gym.grading.parse_number` (exact; thousands separators, a leading `$` and trailing `.` are
 fine, "85.25 or 77.50" is not a number); dates must be `YYYY-MM-DD`; text (names, ids, places)
 is compared case-insensitively with whitespace collapsed and one pair of surrounding quotes and
@@ -30,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs, visible_reply
+from envs_catalog.text.genuine import FUNCTION_WORDS
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.grading import parse_number
@@ -179,6 +181,14 @@ _HEDGE = re.compile(r"(?<![^\W_])(?:or|maybe|perhaps|possibly|actually|alternati
                     r"instead|backup|if not|could also be)(?![^\W_])", re.IGNORECASE)
 
 
+def _value_shaped(line: str) -> bool:
+    """A line that could only be a value: at most six words, none a function word, no
+    sentence end inside it."""
+    words = re.findall(r"[A-Za-z']+", line)
+    return (len(line.split()) <= 6 and not re.search(r"[.!?;,]\s", line)
+            and not any(w.lower() in FUNCTION_WORDS for w in words))
+
+
 def _unmark(text: str) -> str:
     """`text` without markdown emphasis or backticks around it, or a bullet before it."""
     s = re.sub(r"^[-*+]\s+", "", text.strip())
@@ -217,6 +227,19 @@ def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple]) -> Text
                 fields[key][0], value):
             return TextGrade(0.0, False, "conflicting", {"fields_correct": 0.0})
         values[key] = value
+    if not values and len(asked) == 1 and len(lines) > 1:
+        # One field, its bare value amid reasoning: the lines shaped like a value (a few words,
+        # no function word, no sentence) are the answers stated; they must all be this field's
+        # value, and agree. Prose lines are working.
+        shaped = [i for i, line in enumerate(lines) if _value_shaped(line)]
+        kind = fields[asked[0]][0]
+        read = {normalise_value(kind, lines[i]) for i in shaped}
+        if shaped and (None in read or len(read) > 1):
+            return TextGrade(0.0, False, "conflicting", {"fields_correct": 0.0})
+        if shaped and any(_HEDGE.search(line) for line in lines[shaped[0]:] if not _value_shaped(line)):
+            return TextGrade(0.0, False, "hedged", {"fields_correct": 0.0})
+        if shaped:
+            values[asked[0]] = lines[shaped[-1]]
     if set(values) != set(asked):
         return TextGrade(0.0, False, "missing_field", {"fields_correct": 0.0})
     right = 0

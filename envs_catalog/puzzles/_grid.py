@@ -17,7 +17,7 @@ to and a verifier checks it against the puzzle's rules. The reading rule is the 
    Countdown, N-Queens and graph colouring (on the marker's line or the next; bold, backticks
    or a code fence around it dropped), a grid block for Sudoku (`SudokuEnv.answer_block`). No
    marker is `no_answer`; "the answer is ..." only in prose is `malformed`.
-3. **No other answer** (the final-answer policy of `envs_catalog.puzzles.final_answer`). Any
+3. **No other answer** (the final-answer policy of `llm_gym.grading.blocks`). Any
    other complete answer stated anywhere in the reply -- an earlier `Answer:` line, an "Option
    A", a tentative or backup answer, a second block before or after -- that differs from the
    final one is `multiple_answers`; a line after the final answer that opens an alternative
@@ -41,7 +41,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Hashable
 
-from envs_catalog.puzzles.final_answer import FENCE, cued, hedged, presented, strip_markup
+from llm_gym.grading.blocks import FENCE, cued, hedged, presented, strip_markup
 from llm_gym.grading import MAX_RESPONSE_CHARS
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult

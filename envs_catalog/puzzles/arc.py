@@ -9,7 +9,7 @@ test inputs gives two problems); the prompt shows the task's demonstration pairs
 input as rows of digits, and the reply must be the output grid, one row of digits per line
 (digits may be separated by one repeated separator: a space, a tab, a comma; "[0, 0, 4]" rows
 and a JSON list of rows read too), graded by exact match. `read_grid` reads it under the
-final-answer policy (`envs_catalog.puzzles.final_answer`): the last block of rows that is not one
+final-answer policy (`llm_gym.grading.blocks`): the last block of rows that is not one
 of the prompt's grids quoted back is the final answer (a code fence and a short label such as
 "Output:" around it are fine), rows of equal length with one digit per cell ("004" or "0 0 4",
 not "0 04"); any other grid in the reply that differs from it (two candidates, "Option A ...
@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from llm_gym.authoring import check_float, check_int
-from envs_catalog.puzzles.final_answer import blocks, cued, hedged, presented
+from llm_gym.grading.blocks import blocks, cued, hedged, presented
 from envs_catalog.puzzles.knights_knaves import visible_lines
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import MAX_RESPONSE_CHARS

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.puzzles._grid import OK, PuzzleEnv
-from envs_catalog.puzzles.final_answer import cued, strip_markup
+from llm_gym.grading.blocks import cued, strip_markup
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer

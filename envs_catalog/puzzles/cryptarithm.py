@@ -8,7 +8,7 @@ unique solution, so by default any valid one scores. With `require_unique=True` 
 backtracking solver `count_solutions` must find exactly one assignment, or the puzzle is redrawn
 (slow for short words: about 1 draw in 150 is unique with 3-letter addends). The reply is the
 letter->digit mapping (`A=1, B=2, ...`, on one line or several); `read_mapping` reads it under the
-final-answer policy (`envs_catalog.puzzles.final_answer`): the last block of mapping lines is the
+final-answer policy (`llm_gym.grading.blocks`): the last block of mapping lines is the
 final answer and gives every letter of the puzzle exactly once; any other complete mapping stated
 in the reply (another block, a tentative mapping in prose, one after "If not,") that differs
 from it, or a hedge after it, gets no credit, while partial working ("so M = 1"), hypotheses
@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles.final_answer import final_block, hypothesis_has, split_at_repeats
+from llm_gym.grading.blocks import final_block, hypothesis_has, split_at_repeats
 from envs_catalog.puzzles.knights_knaves import visible_lines
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource

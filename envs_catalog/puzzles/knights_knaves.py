@@ -8,7 +8,7 @@ kinds, the speaker possibly one of the two ("Ben and I are the same kind."); 3: 
 and only puzzles with exactly one consistent assignment are kept. The reply names each person's
 role, one `Name: knight` / `Name: knave` per line (or comma-separated on one line; "Alice is a
 knight", bullets, bold and a code fence also read), and `read_roles` reads it under the
-final-answer policy (`envs_catalog.puzzles.final_answer`): the last block of assignment lines is
+final-answer policy (`llm_gym.grading.blocks`): the last block of assignment lines is
 the final answer and must name every person exactly once; any other complete assignment stated
 in the reply -- another block, or a prose line giving everyone a role -- that differs from it
 gets no credit, unless that line is working under a hypothesis whose premise assigns a role ("If
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles.final_answer import (
+from llm_gym.grading.blocks import (
     blocks,
     final_block,
     hypothesis_has,

@@ -2,7 +2,7 @@
 
 Each task is generated from the seed (random letters, or words from the family's word pool;
 numbers 0-99) and has exactly one right answer, read under the final-answer policy of
-`envs_catalog.puzzles.final_answer` and compared exactly: the answer is the reply's last answer
+`llm_gym.grading.blocks` and compared exactly: the answer is the reply's last answer
 line -- a short label ("Answer:", "The sorted list is"), markdown, one pair of quotes or
 backticks and a code fence around it dropped; ASCII only (look-alike letters never pass),
 case-sensitive (the tasks are lower case, so "TENALP" is not "tenalp") -- that is not the input
@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.puzzles._grid import unwrap
-from envs_catalog.puzzles.final_answer import FENCE, cued, hedged, presented, strip_markup
+from llm_gym.grading.blocks import FENCE, cued, hedged, presented, strip_markup
 from envs_catalog.text.base import WORDS, TextGrade, TextSource, TextTaskEnv, knob_docs
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
@@ -51,7 +51,7 @@ def lookalike(text: str) -> str:
     return "\uff41" + text[1:]  # fullwidth a
 
 
-# --- the final-answer reader (`envs_catalog.puzzles.final_answer`'s policy) ---------------------
+# --- the final-answer reader (`llm_gym.grading.blocks`'s policy) ---------------------
 _LABELS = (re.compile(r"^[^,:\n]{1,60}?:[ \t]*"),  # "Answer:", "The words in order are:"
            re.compile(r"^[^,:\n]{1,60}?[ \t](?:is|are)\b[ \t]*", re.IGNORECASE))  # "... is"
 _QUOTES = "\"'"

@@ -1,7 +1,9 @@
 """Answer extraction and grading for verifiable environments.
 
 `extract_answer` finds the final answer a model response commits to, or says why there is none
-(`answer_candidates` lists every answer it states, with its position and role);
+(`answer_candidates` lists every answer it states, with its position and role); answers that are
+not numbers follow the same policy through `llm_gym.grading.final` (one-line answers read by an
+env's own strict reader) and `llm_gym.grading.blocks` (grids, assignments, lists);
 `parse_number` reads one numeral as an exact `Fraction`; `grade_numeric` combines them into a
 `Grade` for a numeric target; `extract_single_integer` is the games' reader (GuessNumber's guess,
 TicTacToe's cell). `grade_with_timeout` / `agrade_with_timeout` guard expensive graders with a

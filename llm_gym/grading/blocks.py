@@ -1,12 +1,13 @@
-"""The final-answer policy for structured answers (issue 21), shared by every structured reader.
+"""The final-answer policy for answers made of blocks of lines: grids, assignments, lists.
 
-A reply's answer is its *final* answer block -- what a human reads as the conclusion, the last
-answer block. Any *other* complete answer stated anywhere in the reply (under any label or
-wording: "Option A ... Option B", a tentative or earlier grid or mapping, "backup", "if not",
-"alternatively", a second block) that differs from the final one means no credit. Reasoning
-prose, partial working, the same answer restated, a true verification after the answer and the
-task's input echoed back are allowed. Each reader (`envs_catalog.puzzles._grid` for the
-"Answer:"-line puzzles, `knights_knaves`/`cryptarithm`/`arc` for block answers,
+The policy is `llm_gym.grading`'s (numbers: `answers`; one-line answers read by an env's own
+reader: `final`). A reply's answer is its *final* answer block -- what a human reads as the
+conclusion, the last answer block. Any *other* complete answer stated anywhere in the reply
+(under any label or wording: "Option A ... Option B", a tentative or earlier grid or mapping,
+"backup", "if not", "alternatively", a second block) that differs from the final one means no
+credit. Reasoning prose, partial working, the same answer restated, a true verification after
+the answer and the task's input echoed back are allowed. Each reader (`envs_catalog.puzzles._grid`
+for the "Answer:"-line puzzles, `knights_knaves`/`cryptarithm`/`arc` for block answers,
 `envs_catalog.text.lists` for lists) decides what a complete answer of its task looks like and
 how it is compared; this module holds what they share: markup stripping (`strip_markup`,
 `FENCE`), the words that present a value as an answer or option (`CUE`, `cued`, `presented`),

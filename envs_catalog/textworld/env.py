@@ -348,6 +348,7 @@ class TextWorldSource(EnvSource):
                                         "table.\n\n(11 turns left.)"},
             {"role": "assistant", "content": "go south"},
         ],
+        answer_form="exact text",  # the reply is the game command itself; prose would be read as one
     )
 
     def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:

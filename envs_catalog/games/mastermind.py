@@ -38,7 +38,7 @@ from envs_catalog.games._turns import (
 )
 from llm_gym.authoring import check_choice, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.final import final_answer
+from llm_gym.grading.final import strict_or_final
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -172,13 +172,10 @@ def read_code(text: str, pegs: int, colours: int) -> tuple[Code | None, str]:
     several codes, stray characters), "wrong_length", "bad_digit"; for a reply with prose around
     its code, the policy of `llm_gym.grading.final`: the final code line counts, another code or
     a hedge once one is stated is "conflicting" / "hedged"."""
-    code, status = _read_one_code(text, pegs, colours)
-    if code is not None or status != "not_a_code":
-        return code, status
-    final = final_answer(fold_reply(text) or "", lambda s: _read_one_code(s, pegs, colours)[0])
-    if final.ok:
-        return final.value, "ok"
-    return None, status if final.status == "no_answer" else final.status
+    folded = fold_reply(text)
+    if not folded:  # unreadable or empty: the strict reader says which
+        return _read_one_code(text, pegs, colours)
+    return strict_or_final(folded, lambda s: _read_one_code(s, pegs, colours), "not_a_code")
 
 
 def _read_one_code(text: str, pegs: int, colours: int) -> tuple[Code | None, str]:

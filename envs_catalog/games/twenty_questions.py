@@ -218,10 +218,7 @@ def names_in(text: str) -> set[str]:
 def read_guess(text: str) -> str | None:
     """The item a reply names when it is just a guess ("Is it a penguin?", "Guess: penguin"),
     else None (`text` lowercased ASCII, stripped)."""
-    m = _GUESS_FORM.fullmatch(text.strip().strip("*`\"'").strip())
-    if m is None:
-        return None
-    name = m.group("name")
+    name = _guess_form(text)
     return name if name in TAXONOMY else None
 
 

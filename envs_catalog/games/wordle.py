@@ -48,7 +48,7 @@ from envs_catalog.games._turns import (  # re-exported: older code imported them
 )
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.final import final_answer
+from llm_gym.grading.final import strict_or_final
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -181,13 +181,10 @@ def read_word_guess(text: str) -> tuple[str | None, str]:
     `llm_gym.grading.final`: the final guess line counts, another guess or a hedge once one is
     stated is "conflicting" / "hedged". The word is lowercased; its length and membership in the
     list are the env's business."""
-    word, status = _read_one_word(text)
-    if word is not None or status != "not_one_word":
-        return word, status
-    final = final_answer(fold_reply(text) or "", lambda s: _read_one_word(s)[0])
-    if final.ok:
-        return final.value, "ok"
-    return None, status if final.status == "no_answer" else final.status
+    folded = fold_reply(text)
+    if not folded:  # unreadable or empty: the strict reader says which
+        return _read_one_word(text)
+    return strict_or_final(folded, _read_one_word, "not_one_word")
 
 
 def _read_one_word(text: str) -> tuple[str | None, str]:

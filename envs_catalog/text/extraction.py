@@ -34,6 +34,7 @@ from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs
 from envs_catalog.text.genuine import FUNCTION_WORDS
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
+from llm_gym.grading.final import HEDGE
 from llm_gym.grading import parse_number
 from llm_gym.scripted import ScriptedCase
 
@@ -176,9 +177,6 @@ def normalise_value(kind: str, value: str) -> Any:
 
 
 _KEY_LINE = re.compile(r"([A-Za-z][A-Za-z _-]{0,40}?)\s*:\s*(.*)")
-# Words that offer another value once a field is given (the policy of llm_gym.grading).
-_HEDGE = re.compile(r"(?<![^\W_])(?:or|maybe|perhaps|possibly|actually|alternatively|otherwise|"
-                    r"instead|backup|if not|could also be)(?![^\W_])", re.IGNORECASE)
 
 
 def _value_shaped(line: str) -> bool:
@@ -217,7 +215,7 @@ def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple]) -> Text
         elif (key in fields or key in _FIELD_NAMES) and key not in asked:  # a field not asked for
             return TextGrade(0.0, False, "unexpected_line", {"fields_correct": 0.0})
         elif m is None or key not in asked:
-            if first is not None and _HEDGE.search(line):
+            if first is not None and HEDGE.search(line):
                 return TextGrade(0.0, False, "hedged", {"fields_correct": 0.0})
             continue  # working: reasoning before the fields, a check after them
         else:
@@ -236,7 +234,7 @@ def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple]) -> Text
         read = {normalise_value(kind, lines[i]) for i in shaped}
         if shaped and (None in read or len(read) > 1):
             return TextGrade(0.0, False, "conflicting", {"fields_correct": 0.0})
-        if shaped and any(_HEDGE.search(line) for line in lines[shaped[0]:] if not _value_shaped(line)):
+        if shaped and any(HEDGE.search(line) for line in lines[shaped[0]:] if not _value_shaped(line)):
             return TextGrade(0.0, False, "hedged", {"fields_correct": 0.0})
         if shaped:
             values[asked[0]] = lines[shaped[-1]]

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import itertools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -353,21 +354,25 @@ def _boxes(text: str) -> tuple[str, list[tuple[int, str]]] | None:
 
 
 class _Numbers:
-    """The text's numbers, calculations and sentence ends, found once, so that a reply full of
-    hedges costs linear time, not quadratic."""
+    """The text's numbers, calculations and sentence ends, found once (and only when a hedge, a
+    check or a number after the final answer asks), so that a reply full of hedges costs linear
+    time, not quadratic, and a plain "Answer: 75" pays for none of it."""
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = _number_tokens(text)
         self.starts = [start for start, _, _ in self.tokens]
         self.ends = [m.start() for m in _SENTENCE_END.finditer(text)]
-        self.runs = [r for r in arithmetic_runs(text) if r.operators or r.is_equation]
-        self.run_starts = [r.start for r in self.runs]
+        self._runs: list[ArithmeticRun] | None = None
+        self._run_starts: list[int] = []
 
     def run_at(self, pos: int) -> ArithmeticRun | None:
         """The calculation (with an operator or an `=`) holding the character at `pos`."""
-        k = bisect.bisect_right(self.run_starts, pos) - 1
-        return self.runs[k] if k >= 0 and pos < self.runs[k].end else None
+        if self._runs is None:
+            self._runs = [r for r in arithmetic_runs(self.text) if r.operators or r.is_equation]
+            self._run_starts = [r.start for r in self._runs]
+        k = bisect.bisect_right(self._run_starts, pos) - 1
+        return self._runs[k] if k >= 0 and pos < self._runs[k].end else None
 
     def value_after(self, start: int, check: bool) -> tuple[object, int, int] | None:
         """(value, start, end) of what a hedge or check at `start` introduces: the first number
@@ -427,7 +432,7 @@ def _bare_lines(text: str) -> list[tuple[_Candidate, bool]]:
     return found
 
 
-def _collect(text: str, prose: bool, givens: frozenset[Fraction]) -> list[_Candidate] | AnswerStatus:
+def _collect(text: str, prose: bool, context: str | None) -> list[_Candidate] | AnswerStatus:
     """Every candidate with its role; exactly one is "final"."""
     boxed = _boxes(text)
     if boxed is None:
@@ -475,29 +480,38 @@ def _collect(text: str, prose: bool, givens: frozenset[Fraction]) -> list[_Candi
             value, start, end = after
             out.append(_candidate(value, text[start:end], "retraction", start, end))
     if final.value is not None:
-        out += _after_final(text, final, out, numbers, givens)
+        out += _after_final(text, final, out, numbers, context)
     return out
 
 
 def _after_final(text: str, final: _Candidate, listed: list[_Candidate], numbers: _Numbers,
-                 givens: frozenset[Fraction]) -> list[_Candidate]:
+                 context: str | None) -> list[_Candidate]:
     """The numbers written in digits after the final answer that are not the final value said
-    again, a calculation that holds (or one worth the final value), a unit's power ("m^2"), a
-    given of the task, or part of a candidate already listed."""
+    again, part of a candidate already listed, a unit's power ("m^2"), in a calculation that
+    holds (or one worth the final value), or a given of the task (`context`'s numbers, read only
+    when such a number is left)."""
     spans = sorted((c.start, c.end) for c in listed)
+    span_starts = [s for s, _ in spans]
+    reach = list(itertools.accumulate((e for _, e in spans), max))  # furthest end so far
+    givens: frozenset[Fraction] | None = None
     found = []
     k = bisect.bisect_left(numbers.starts, final.end)
     for start, end, value in numbers.tokens[k:]:
         if not text[start].isdigit() and not text[start + 1: start + 2].isdigit():
             continue  # a number word after the answer ("the first one") is prose
-        if value == final.value or value in givens:
+        if value == final.value:
             continue
-        if any(s <= start < e for s, e in spans):
-            continue
+        j = bisect.bisect_right(span_starts, start) - 1
+        if j >= 0 and reach[j] > start:
+            continue  # inside a listed candidate
         if start >= 2 and text[start - 1] == "^" and text[start - 2].isalpha():
             continue
         run = numbers.run_at(start)
         if run is not None and (run.holds or (not run.is_equation and run.value == final.value)):
+            continue
+        if givens is None:
+            givens = _givens(context)
+        if value in givens:
             continue
         found.append(_candidate(value, text[start:end], "after_final", start, end))
     return found
@@ -524,7 +538,7 @@ def _candidates(text: str, max_chars: int, prose: bool, context: str | None
         return visible
     if not visible.strip():
         return AnswerStatus.EMPTY
-    return _collect(visible, prose, _givens(context))
+    return _collect(visible, prose, context)
 
 
 def _extract(text: str, max_chars: int, prose: bool, context: str | None = None) -> Extraction:

@@ -22,13 +22,15 @@ is `too_long`, U+FFFD `invalid_text`, a blank reply `empty`; no candidate is `no
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from llm_gym.grading.answers import MAX_RESPONSE_CHARS
 
-__all__ = ["FinalAnswer", "final_answer"]
+__all__ = ["HEDGE", "FinalAnswer", "final_answer", "strict_or_final"]
 
 _FENCE_LINE = re.compile(r"[ \t]{0,3}(`{3,}|~{3,})[^\n`]*")
 _MARKUP_LEAD = re.compile(r"[ \t]*(?:[#>]+[ \t]*)*(?:[-+*\u2022][ \t]+)?")
@@ -42,7 +44,8 @@ _LABEL = re.compile(
 _POINTER = re.compile(r"below|above|next|the following|as follows|simple|clear|easy|obvious|"
                       r"here|there|this|that", re.IGNORECASE)
 _WRAPS = ("**", "__", "`", '"', "'", "*", "_")
-_HEDGE = re.compile(
+# Words that offer another answer: after the first candidate they deny credit.
+HEDGE = re.compile(
     r"(?<![^\W_])(?:or|maybe|perhaps|possibly|probably|actually|alternatively|alternative|"
     r"otherwise|instead|rather|either|backup|fallback|option|if not|no wait|wait|"
     r"on second thought|scratch that|i mean|could also be|might be|second guess)(?![^\W_])",
@@ -144,20 +147,43 @@ def final_answer(
             value = read(body) if body else None
         if value is not None:
             found.append((start, end, value, body))
-    # a candidate inside a larger one (a line of a JSON block) belongs to it
-    found = [c for c in found
-             if not any(o is not c and o[0] <= c[0] and c[1] <= o[1] and (o[1] - o[0]) > (c[1] - c[0])
-                        for o in found)]
-    if not found:
+    # A candidate inside a larger one (a line of a JSON block) belongs to it: sorted by start,
+    # longest first, a candidate is inside when an earlier one reaches past it.
+    found.sort(key=lambda c: (c[0], -c[1]))
+    kept: list[tuple[int, int, Any, str]] = []
+    reach, reach_start = -1, -1
+    for c in found:
+        if not (reach > c[1] or (reach == c[1] and reach_start < c[0])):
+            kept.append(c)
+        if c[1] > reach:
+            reach, reach_start = c[1], c[0]
+    if not kept:
         return FinalAnswer("no_answer")
-    found.sort(key=lambda c: (c[0], c[1]))
-    final = found[-1]
-    if any(c[2] != final[2] for c in found[:-1]):
+    final = kept[-1]
+    if any(c[2] != final[2] for c in kept[:-1]):
         return FinalAnswer("conflicting")
-    spans = [(c[0], c[1]) for c in found]
-    first = found[0][0]
-    for m in _HEDGE.finditer(text):
-        inside = any(s <= m.start() < e for s, e in spans)
+    starts = [c[0] for c in kept]
+    ends = list(itertools.accumulate((c[1] for c in kept), max))
+    first = kept[0][0]
+    for m in HEDGE.finditer(text):
+        j = bisect.bisect_right(starts, m.start()) - 1
+        inside = j >= 0 and ends[j] > m.start()
         if not inside and (m.start() >= first or _STRONG.fullmatch(m.group())):
             return FinalAnswer("hedged")
     return FinalAnswer("ok", final[2], final[3])
+
+
+def strict_or_final(
+    text: str, strict: Callable[[str], tuple[Any, str]], prose_status: str,
+) -> tuple[Any, str]:
+    """`strict(text)` -> (value or None, status), an env's reader of a reply that is one answer;
+    when it refuses the reply with `prose_status` (prose around the answer), the reply's final
+    answer as `strict` reads its segments: (value, "ok"), (None, "conflicting" / "hedged"), or
+    the strict reader's own refusal when no segment is an answer."""
+    value, status = strict(text)
+    if value is not None or status != prose_status:
+        return value, status
+    final = final_answer(text, lambda segment: strict(segment)[0])
+    if final.ok:
+        return final.value, "ok"
+    return None, status if final.status == "no_answer" else final.status

@@ -13,11 +13,19 @@ place by an `ast` mutation of one body line, one of the `bug_kinds`:
 - **function**: a related builtin or method swapped (`max`/`min`, `upper`/`lower`,
   `reverse=True` -> `reverse=False`).
 
-A mutation is kept only when the broken function (trusted code we generated, run in-process at
-task-generation time; model code never runs outside `llm_gym.sandbox`) gets at least one hidden
-test wrong -- so the unchanged buggy code scores 0 -- and, where some mutation allows it, a
-docstring example too (so the bug is visible). Every body line is shown re-printed by
-`ast.unparse`, so the formatting gives the broken line away no more than the others. The reply
+These are the plausible bugs to show; `mutants.py` has the wider set of one-edit mutants the
+hidden tests are judged by. A mutation is kept only when the broken function (trusted code we
+generated, run in-process at task-generation time by `mutants.run`, with a few builtins and a
+step budget; model code never runs outside `llm_gym.sandbox`) gets at least one hidden test
+wrong -- so the unchanged buggy code scores 0 -- and, where some mutation allows it, a docstring
+example too (so the bug is visible). Then the hidden tests are chosen again
+(`PyFuncTask.with_hidden_inputs`, PyFunc's mutation-tested selection) to kill, besides every
+one-edit mutant of the fixed function, the buggy function itself and each of its one-edit
+mutants that still differs from the fix -- the wrong fixes: the wrong line changed, the bug moved
+-- as far as their candidate pool tells them apart (tests/test_code_mutation.py measures both
+against fresh inputs); a task whose tests cannot do that within `num_tests` is redrawn. Every
+body line is shown re-printed by `ast.unparse`, so the formatting gives the broken line away no
+more than the others. The reply
 is graded exactly as PyFunc's: `CodeEnv` runs it in the sandbox through `harness.grade` against
 the hidden inputs, and the host compares the returned values type-strictly with the trusted ones.
 Split: PyFunc's (the function's key hashed by `split_of`), so a test-split bug sits in a function
@@ -27,7 +35,6 @@ the train split never shows; the task key adds the bug (`<pyfunc key>|bug:<kind>
 from __future__ import annotations
 
 import ast
-import copy
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -39,7 +46,7 @@ from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
 from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs
-from .harness import strict_equal
+from .mutants import MutationScore, load, mutants, run, same, score
 from .pyfunc import ENTRY_POINT, FAMILIES, PyFuncTask, generate_task
 
 __all__ = ["BUG_KINDS", "BugFixSource", "BugFixTask", "generate_bugfix_task", "mutations"]
@@ -127,27 +134,11 @@ def _show(stmt: ast.stmt) -> str:
     return "    " + ast.unparse(ast.fix_missing_locations(stmt)) + "\n"
 
 
-def _load(source: str) -> Callable[..., Any] | None:
-    """The function `source` defines. `source` is our own generated code (the stub plus
-    mutated reference lines), never model output."""
-    namespace: dict[str, Any] = {}
-    try:
-        exec(compile(source, "<bugfix>", "exec"), namespace)  # noqa: S102 - trusted, generated
-    except Exception:
-        return None
-    return namespace.get(ENTRY_POINT)
-
-
-def _wrong_on(fn: Callable[..., Any], cases: tuple[tuple[Any, Any], ...]) -> int:
-    wrong = 0
-    for arg, want in cases:
-        try:
-            got = fn(copy.deepcopy(arg))
-        except Exception:
-            wrong += 1
-            continue
-        wrong += not strict_equal(got, want)
-    return wrong
+def _wrong_on(fn: Callable[..., Any] | None, cases: tuple[tuple[Any, Any], ...]) -> int:
+    """How many of `cases` the trusted function `fn` gets wrong (all when it did not load)."""
+    if fn is None:
+        return len(cases)
+    return sum(not same(got, want) for got, (_, want) in zip(run(fn, [x for x, _ in cases]), cases))
 
 
 @dataclass(frozen=True)
@@ -166,6 +157,15 @@ class BugFixTask:
 
     def fixed_source(self) -> str:
         return self.func.stub() + self.fixed_body
+
+    def wrong_fix_score(self, rng: np.random.Generator, sample_size: int = 300) -> MutationScore:
+        """How the hidden tests fare against the buggy function's one-edit mutants -- the fixes a
+        model could make, the right one (equivalent to the reference, so not counted) among
+        them; distinguishability judged on the tests and `sample_size` fresh inputs from `rng`."""
+        func = self.func
+        return score(func.reference_source(), ENTRY_POINT, func.tests,
+                     func.sample(rng, sample_size),
+                     candidates=mutants(self.buggy_source(), ENTRY_POINT))
 
 
 def _body_lines(func: PyFuncTask) -> list[str]:
@@ -198,7 +198,7 @@ def generate_bugfix_task(rng: np.random.Generator, *, kinds: tuple[str, ...], sp
             body = "".join(_show(broken) if k == i else _show(s) for k, s in enumerate(stmts))
             if body == fixed_body:
                 continue
-            fn = _load(func.stub() + body)
+            fn = load(func.stub() + body, ENTRY_POINT)
             if fn is None or not _wrong_on(fn, func.tests):
                 continue
             if _wrong_on(fn, func.examples):
@@ -209,6 +209,14 @@ def generate_bugfix_task(rng: np.random.Generator, *, kinds: tuple[str, ...], sp
         if chosen is None:
             continue
         i, kind, what, body, visible = chosen
+        # tests chosen again to kill, besides the reference's mutants, the buggy function and
+        # every wrong fix of it (its one-edit mutants that still differ from the reference)
+        buggy = func.stub() + body
+        wrong_fixes = [m.source for m in mutants(buggy, ENTRY_POINT)]
+        func = func.with_hidden_inputs(rng, pyfunc_knobs["num_tests"],
+                                       also_kill=[buggy, *wrong_fixes])
+        if func is None or not _wrong_on(load(buggy, ENTRY_POINT), func.tests):
+            continue
         key = f"{func.key}|bug:{kind}:{i + 1}:{what}"
         return BugFixTask(key, func, kind, i + 1, what, body, fixed_body, visible)
     raise RuntimeError(f"no {split or 'any'!r} BugFix task with bug kinds {kinds} found in "
@@ -250,7 +258,8 @@ _KNOB_DOCS = {
     "bugs that may be injected",
     "min_transforms": "fewest composed steps of the function, 1-6",
     "max_transforms": "most composed steps, min_transforms-6 (more lines hide the bug better)",
-    "num_tests": "hidden inputs per task, 1-50",
+    "num_tests": "hidden inputs per task, 1-50 (tasks whose one-edit mutants and wrong fixes "
+    "need more inputs to be caught are redrawn)",
     "num_examples": "worked examples in the docstring, 1-3",
     "max_len": "longest input list or string, 1-50",
     "max_value": "list elements lie in [-max_value, max_value], int inputs in "

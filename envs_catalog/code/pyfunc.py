@@ -8,12 +8,24 @@ vowels or spaces, a Caesar shift, de-duplication, sorting, reversing the words, 
 in a count or a length) or **int** (arithmetic with Python's `//` and `%`, squares, absolute
 values, digit sums, reversed digits, max/min with a constant). The prompt is a stub `def
 solve(...)` whose docstring lists the steps and shows `num_examples` examples; the reply is the
-completed function (whole, or its body). The `num_tests` hidden inputs are others (from three
-tests on, the first is the edge case: the empty list/string or 0); their expected outputs come
-from a trusted reference implementation on the host, written independently of the reference
-*code* the gold tests run, and never enter the sandbox: the judge reports the candidate's return
-values and the host compares them type-strictly (`harness.strict_equal`: a tuple is not a list,
-True is not 1).
+completed function (whole, or its body). Each step carries one line of the reference *code* and
+a trusted reference function written independently of it; the expected outputs of the hidden
+tests come from the trusted one on the host and never enter the sandbox: the judge reports the
+candidate's return values and the host compares them type-strictly (`harness.strict_equal`: a
+tuple is not a list, True is not 1).
+
+Test adequacy: the `num_tests` hidden inputs (others than the examples; from three tests on, the
+first is the edge case, the empty list/string or 0) are chosen to tell the reference from every
+program one edit away from it (`mutants.py`: a step dropped, a comparison, constant, operator,
+builtin or argument order changed, a call or filter removed, ...). `hidden_inputs` runs those
+mutants in-process on a pool of candidate inputs -- edge cases at the steps' boundaries (single
+elements, duplicates, negatives, extremes, lengths and values next to each constant), draws
+biased to them and plain draws -- and a greedy set cover picks the fewest that kill every mutant
+the pool tells apart; plain draws fill the rest. A task whose mutants need more than `num_tests`
+inputs is redrawn. So every mutant the pool tells apart fails a hidden test, by construction;
+judged on a few hundred fresh inputs from the task's own distribution instead of the pool, at
+least 99% of the mutants that differ from the reference fail one, and so does every dropped step
+(asserted by tests/test_code_mutation.py; `scripts/mutation_report.py` prints the table).
 
 Tasks whose hidden outputs are all the same, or all equal to their inputs, are redrawn (a
 constant or the identity would pass). Held-out split: the task's key (family and steps with
@@ -22,11 +34,11 @@ their constants, e.g. "list|mul:3|gt:5|sum"; not the test inputs) is hashed by
 The space is unbounded for RL training: thousands of distinct keys per family, fresh hidden
 inputs per episode.
 """
-
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -37,12 +49,17 @@ from llm_gym.scripted import ScriptedCase
 
 from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs, code_scripted_cases
 from .harness import CodeTask, encode_value
+from .mutants import MutationScore, cover, kill_masks, load, mutants, score
 
-__all__ = ["FAMILIES", "PyFuncSource", "PyFuncTask", "generate_task"]
+__all__ = ["FAMILIES", "InputSpace", "PyFuncSource", "PyFuncTask", "generate_task", "hidden_inputs"]
 
 FAMILIES = ("list", "str", "int")
 ENTRY_POINT = "solve"
 _MAX_DRAWS = 2000
+_ADEQUATE_FROM = 3  # from this many hidden tests on, the first is the edge case
+_POOL_PLAIN = 24  # candidate hidden inputs drawn from the distribution
+_POOL_NEAR = 24  # and drawn biased to the steps' boundaries
+_POOL_CHECK = 200  # plain draws that the mutants the pool cannot kill meet (see hidden_inputs)
 _VOWELS = "aeiou"
 
 
@@ -337,6 +354,119 @@ def _reverse_digits(n: int) -> int:
     return out
 
 
+# -- inputs ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class InputSpace:
+    """The inputs of one task: a family's values within the knobs' bounds (`max_len`,
+    `max_value`; for strings, the task's `alphabet`)."""
+
+    family: str
+    alphabet: str  # the characters a str task's strings use; "" for the other families
+    max_len: int
+    max_value: int
+
+    def draw(self, rng: np.random.Generator, *, empty: bool = False, min_len: int = 0) -> Any:
+        """One input from the task's distribution (lengths and values uniform); `empty`: the
+        edge case (the empty list or string, or 0)."""
+        if self.family == "int":
+            return 0 if empty else _k(rng, -50 * self.max_value, 50 * self.max_value)
+        n = 0 if empty else _k(rng, min(min_len, self.max_len), self.max_len)
+        if self.family == "list":
+            return [_k(rng, -self.max_value, self.max_value) for _ in range(n)]
+        return "".join(str(c) for c in rng.choice(list(self.alphabet), size=n)) if n else ""
+
+    def draw_many(self, rng: np.random.Generator, n: int) -> list[Any]:
+        """`n` inputs from the same distribution as `draw`'s, drawn in a few vectorised calls."""
+        if self.family == "int":
+            bound = 50 * self.max_value
+            return [int(v) for v in rng.integers(-bound, bound + 1, size=n)]
+        lengths = rng.integers(0, self.max_len + 1, size=n).tolist()
+        if self.family == "list":
+            flat = rng.integers(-self.max_value, self.max_value + 1, size=sum(lengths)).tolist()
+        else:
+            flat = [str(c) for c in rng.choice(list(self.alphabet), size=sum(lengths))]
+        starts = np.cumsum([0] + lengths).tolist()
+        parts = [flat[a:b] for a, b in zip(starts, starts[1:])]
+        return parts if self.family == "list" else ["".join(p) for p in parts]
+
+    def edge_cases(self, steps: tuple[Op, ...], rng: np.random.Generator) -> list[Any]:
+        """Inputs at the boundaries the steps care about, all within the space: single elements,
+        duplicates, negatives, the extreme values, values and lengths next to each step's
+        constants, sorted and reverse-sorted lists; strings of one character, doubled characters,
+        runs of spaces, mixed case. Some of them filled in from `rng`."""
+        consts = _constants(steps)
+        if self.family == "int":
+            bound = 50 * self.max_value
+            near = {0, 1, 2, 3, 9, 10, 11, 19, 20, 21, 99, 100, 101, 120, bound - 1, bound}
+            near |= {c + d for c in consts for d in (-1, 0, 1)}
+            near |= {c * m + d for c in consts if c > 1 for m in (2, 3) for d in (-1, 0, 1)}
+            return sorted({v for n in near for v in (n, -n) if abs(v) <= bound},
+                          key=lambda v: (abs(v), v))
+        if self.family == "list":
+            return self._list_edges(consts, rng)
+        return self._str_edges(rng)
+
+    def palette(self, steps: tuple[Op, ...]) -> list[int]:
+        """List elements the steps are sensitive to: 0, +-1, +-2, the extremes and each constant
+        of the steps +-1 (and its negation), within [-max_value, max_value]."""
+        v = self.max_value
+        near = {0, 1, 2, v} | {c + d for c in _constants(steps) for d in (-1, 0, 1)}
+        return sorted({x for n in near for x in (n, -n) if abs(x) <= v}, key=lambda x: (abs(x), x))
+
+    def draw_near(self, rng: np.random.Generator, steps: tuple[Op, ...]) -> Any:
+        """An input of the space biased to the boundaries: ints in [-30, 30]; lists and strings
+        of the longest length half the time, list elements from `palette` half the time or, one
+        list in three, from three palette values only (long runs of repeats), strings from three
+        of the alphabet's characters and more spaces."""
+        if self.family == "int":
+            return _k(rng, -min(30, 50 * self.max_value), min(30, 50 * self.max_value))
+        n = self.max_len if rng.random() < 0.5 else _k(rng, 0, self.max_len)
+        if self.family == "list":
+            palette = self.palette(steps)
+            if rng.random() < 1 / 3:
+                few = [palette[int(i)] for i in rng.integers(len(palette), size=3)]
+                return [few[int(rng.integers(3))] for _ in range(n)]
+            return [palette[int(rng.integers(len(palette)))] if rng.random() < 0.5
+                    else _k(rng, -self.max_value, self.max_value) for _ in range(n)]
+        chars = list(self.alphabet) + [" "] * 3
+        few = [str(c) for c in rng.choice(chars, size=3)]
+        return "".join(few[int(rng.integers(3))] for _ in range(n))
+
+    def _list_edges(self, consts: set[int], rng: np.random.Generator) -> list[Any]:
+        v, top = self.max_value, self.max_len
+        palette = self.palette(())
+        near = sorted({c + d for c in consts for d in (-1, 0, 1)} - set(palette),
+                      key=lambda x: (abs(x), x))
+        cases: list[list[int]] = [[x] for x in palette + [x for x in near if abs(x) <= v]]
+        cases += [[x, x] for x in (0, 1, -1, v)] + [[1, 2, 1], [2, 1, 2, 1], [-1, 1, -1]]
+        lengths = {2, 3, top} | {c + d for c in consts for d in (-1, 0, 1)}
+        for n in sorted(x for x in lengths if 2 <= x <= top):
+            cases.append([_k(rng, -v, v) for _ in range(n)])
+        run = [_k(rng, -v, v) for _ in range(top)]
+        cases += [sorted(run), sorted(run, reverse=True), [abs(x) for x in run],
+                  [-abs(x) for x in run]]
+        return [[min(max(x, -v), v) for x in case] for case in cases if len(case) <= top]
+
+    def _str_edges(self, rng: np.random.Generator) -> list[Any]:
+        chars = list(self.alphabet)
+        letters = [c for c in chars if c != " "]
+        cases = chars + [c + c for c in chars]
+        cases += [" " + letters[0], letters[0] + " ", letters[0] + "  " + letters[1],
+                  self.alphabet, self.alphabet[::-1]]
+        cases += [c.lower() + c for c in letters if c.isupper()]  # both cases of one letter
+        for _ in range(3):
+            words = ["".join(str(c) for c in rng.choice(letters, size=_k(rng, 1, 3)))
+                     for _ in range(3)]
+            cases.append(" " + "  ".join(words) + " ")
+        return [c for c in dict.fromkeys(cases) if len(c) <= self.max_len]
+
+
+def _constants(steps: tuple[Op, ...]) -> set[int]:
+    """The integer constants of the steps, read off their keys ("gt:-3" -> -3)."""
+    return {int(c) for op in steps for c in op.key.split(":")[1:] if c.lstrip("-").isdigit()}
+
+
 # -- tasks -------------------------------------------------------------------------------------------
 
 _SIGNATURES = {
@@ -353,6 +483,7 @@ class PyFuncTask:
     steps: tuple[Op, ...]
     examples: tuple[tuple[Any, Any], ...]  # shown in the docstring
     tests: tuple[tuple[Any, Any], ...]  # hidden
+    space: InputSpace  # where the examples and hidden inputs come from
 
     @property
     def returns(self) -> str:
@@ -375,11 +506,32 @@ class PyFuncTask:
         return "\n".join(lines) + "\n"
 
     def reference_body(self) -> str:
-        var = _SIGNATURES[self.family][0]
-        body = [f"    {op.code}" for op in self.steps]
-        if not self.steps[-1].terminal:
-            body.append(f"    return {var}")
-        return "\n".join(body) + "\n"
+        return _reference_source(self.family, self.steps).split("\n", 1)[1]
+
+    def reference_source(self) -> str:
+        """`def solve(x):` and the reference body, without the docstring: what `mutants` edits."""
+        return _reference_source(self.family, self.steps)
+
+    def sample(self, rng: np.random.Generator, n: int) -> list[tuple[Any, Any]]:
+        """`n` (input, expected output) pairs drawn from the task's input distribution (not
+        necessarily distinct)."""
+        return [(x, _run(self.steps, x)) for x in self.space.draw_many(rng, n)]
+
+    def with_hidden_inputs(self, rng: np.random.Generator, num_tests: int, *,
+                           also_kill: Sequence[str] = ()) -> PyFuncTask | None:
+        """This task with `num_tests` hidden inputs chosen afresh from `rng` by `hidden_inputs`
+        (the examples stay); None when that many cannot kill every mutant they tell apart."""
+        inputs = hidden_inputs(rng, self.steps, self.space, num_tests,
+                               {repr(x) for x, _ in self.examples}, also_kill=also_kill)
+        if inputs is None:
+            return None
+        return dataclasses.replace(self, tests=tuple((x, _run(self.steps, x)) for x in inputs))
+
+    def mutation_score(self, rng: np.random.Generator, sample_size: int = 300) -> MutationScore:
+        """How the hidden tests fare against the reference's one-edit mutants (`mutants.score`),
+        distinguishability judged on the tests and `sample_size` fresh inputs from `rng`."""
+        return score(self.reference_source(), ENTRY_POINT, self.tests,
+                     self.sample(rng, sample_size))
 
     def code_task(self) -> CodeTask:
         return CodeTask(
@@ -394,16 +546,6 @@ def _run(steps: tuple[Op, ...], value: Any) -> Any:
     for op in steps:
         value = op.fn(value)
     return value
-
-
-def _draw_input(rng: np.random.Generator, family: str, alphabet: str, max_len: int,
-                max_value: int, *, empty: bool = False, min_len: int = 0) -> Any:
-    if family == "int":
-        return 0 if empty else _k(rng, -50 * max_value, 50 * max_value)
-    n = 0 if empty else _k(rng, min(min_len, max_len), max_len)
-    if family == "list":
-        return [_k(rng, -max_value, max_value) for _ in range(n)]
-    return "".join(str(c) for c in rng.choice(list(alphabet), size=n)) if n else ""
 
 
 def _alphabet(rng: np.random.Generator) -> str:
@@ -443,37 +585,103 @@ def generate_task(rng: np.random.Generator, *, families: tuple[str, ...], min_tr
         if split is not None and split_of(key) != split:
             continue
         ops = tuple(steps)
-        inputs = [_draw_input(rng, family, alphabet, max_len, max_value, empty=True)]
-        if num_tests < 3:  # with so few tests the edge case would be most of the grade
-            inputs = []
-        seen = {repr(x) for x in inputs}
+        space = InputSpace(family, alphabet, max_len, max_value)
+        # examples avoid the edge case only where it is a hidden test (as they always have)
+        seen = {repr(space.draw(rng, empty=True))} if num_tests >= _ADEQUATE_FROM else set()
         examples = []
         for _ in range(num_examples):  # fresh inputs, preferably ones the steps change
             for _ in range(20):
-                x = _draw_input(rng, family, alphabet, max_len, max_value, min_len=2)
+                x = space.draw(rng, min_len=2)
                 out = _run(ops, x)
                 if repr(x) not in seen and repr(out) != repr(x):
                     break
             seen.add(repr(x))
             examples.append((x, out))
-        for _ in range(20 * num_tests):
-            if len(inputs) >= num_tests:
-                break
-            x = _draw_input(rng, family, alphabet, max_len, max_value)
-            if repr(x) not in seen:
-                seen.add(repr(x))
-                inputs.append(x)
-        tests = [(x, _run(ops, x)) for x in inputs[:num_tests]]
+        inputs = hidden_inputs(rng, ops, space, num_tests, seen)
+        if inputs is None:
+            continue  # its mutants need more tests than num_tests: redraw
+        tests = [(x, _run(ops, x)) for x in inputs]
         if len(tests) > 1 and len({repr(out) for _, out in tests}) == 1:
             continue  # a constant would pass the hidden tests
         if all(repr(out) == repr(x) for x, out in tests):
             continue  # so would the identity
-        return PyFuncTask(key, family, ops, tuple(examples), tuple(tests))
+        return PyFuncTask(key, family, ops, tuple(examples), tuple(tests), space)
     raise RuntimeError(
         f"no {split or 'any'!r} PyFunc task found in {_MAX_DRAWS} draws with families={families}, "
         f"transforms {min_transforms}-{max_transforms}, max_len={max_len}, max_value={max_value}; "
         "widen the knobs"
     )
+
+
+def hidden_inputs(rng: np.random.Generator, steps: tuple[Op, ...], space: InputSpace,
+                  num_tests: int, seen: set[str], *,
+                  also_kill: Sequence[str] = ()) -> list[Any] | None:
+    """The `num_tests` hidden inputs of a task (fewer only when the space has fewer fresh inputs),
+    none of whose reprs is in `seen` (the examples'), drawn from `rng` only; None when no
+    `num_tests` of the candidates kill every mutant the candidates tell apart (redraw the task).
+    `also_kill`: more trusted sources of `solve` to tell from the reference (BugFix's buggy
+    function and its one-edit mutants, the wrong fixes).
+
+    Candidates: `space.edge_cases`, `_POOL_NEAR` draws biased to the steps' boundaries
+    (`space.draw_near`) and `_POOL_PLAIN` plain draws. Every one-edit mutant of the reference code
+    (`mutants.mutants`) runs on them in-process (`mutants.kill_masks`: trusted code, a few
+    builtins, a step budget); the mutants none of them kills also meet `_POOL_CHECK` more plain
+    draws, and the draws that kill one become candidates too. A greedy set cover
+    (`mutants.cover`) then picks the fewest candidates that kill every mutant any candidate kills;
+    from `_ADEQUATE_FROM` tests on, the edge case (the empty list or string, or 0) comes first
+    whether or not it is needed. Plain draws fill the remaining slots."""
+    first = [space.draw(rng, empty=True)] if num_tests >= _ADEQUATE_FROM else []
+    plain = space.draw_many(rng, _POOL_PLAIN)
+    near = [space.draw_near(rng, steps) for _ in range(_POOL_NEAR)]
+    taken = set(seen) | {repr(x) for x in first}
+    pool = list(first) + _fresh_inputs(space.edge_cases(steps, rng) + near + plain, taken)
+    sources = [m.source for m in mutants(_reference_source(space.family, steps), ENTRY_POINT)]
+    fns = [load(source, ENTRY_POINT) for source in sources + list(also_kill)]
+    masks = kill_masks(fns, pool, [_run(steps, x) for x in pool])
+    # The mutants the pool cannot tell apart meet `_POOL_CHECK` more plain draws: those that
+    # tell one apart join the pool (their bits for the other mutants are left 0, which only
+    # makes the greedy choice more conservative).
+    alive = [i for i, m in enumerate(masks) if not m and fns[i] is not None]
+    check = _fresh_inputs(space.draw_many(rng, _POOL_CHECK), set(taken))
+    check_masks = kill_masks([fns[i] for i in alive], check, [_run(steps, x) for x in check])
+    useful = [j for j in range(len(check)) if any(m >> j & 1 for m in check_masks)]
+    for i, m in zip(alive, check_masks):
+        masks[i] = sum(1 << (len(pool) + k) for k, j in enumerate(useful) if m >> j & 1)
+    pool += [check[j] for j in useful]
+    taken |= {repr(check[j]) for j in useful}
+    picks = list(range(len(first))) + cover(masks, chosen=(1 << len(first)) - 1)
+    if len(picks) > num_tests:
+        return None
+    chosen = [pool[i] for i in picks]
+    fill = {repr(x) for x in plain} - {repr(x) for x in chosen}
+    chosen += [x for x in pool if repr(x) in fill][:num_tests - len(chosen)]
+    for _ in range(20 * num_tests):
+        if len(chosen) >= num_tests:
+            break
+        x = space.draw(rng)
+        if repr(x) not in taken:
+            taken.add(repr(x))
+            chosen.append(x)
+    return chosen
+
+
+def _fresh_inputs(inputs: list[Any], taken: set[str]) -> list[Any]:
+    """`inputs` whose reprs are not in `taken` (which gains them), first occurrences only."""
+    out = []
+    for x in inputs:
+        if repr(x) not in taken:
+            taken.add(repr(x))
+            out.append(x)
+    return out
+
+
+def _reference_source(family: str, steps: tuple[Op, ...]) -> str:
+    """The reference solution without its docstring: what `mutants` edits."""
+    var = _SIGNATURES[family][0]
+    body = [f"    {op.code}\n" for op in steps]
+    if not steps[-1].terminal:
+        body.append(f"    return {var}\n")
+    return f"def {ENTRY_POINT}({var}):\n" + "".join(body)
 
 
 INSTRUCTION = (
@@ -509,7 +717,8 @@ _KNOB_DOCS = {
     "min_transforms": "fewest composed steps, 1-6",
     "max_transforms": "most composed steps, min_transforms-6",
     "num_tests": "hidden inputs per task, 1-50 (from 3 on, the first is the empty list/string or "
-    "0; fewer when the knobs allow fewer distinct inputs)",
+    "0; fewer when the knobs allow fewer distinct inputs; tasks whose one-edit mutants need more "
+    "inputs to be caught are redrawn)",
     "num_examples": "worked examples in the docstring, 1-3",
     "max_len": "longest input list or string, 1-50",
     "max_value": "list elements lie in [-max_value, max_value], int inputs in "
@@ -541,7 +750,11 @@ class PyFuncSource(EnvSource):
             "'def solve(...)' stub with two examples. The reply (a ```python block with the "
             "whole function, or its body) runs in llm_gym.sandbox on hidden inputs whose "
             "expected outputs a trusted reference computes on the host; they never enter the "
-            "sandbox, and outputs are compared type-strictly."
+            "sandbox, and outputs are compared type-strictly. The hidden inputs are chosen by "
+            "mutation testing: they catch every program one edit away from the reference (a step "
+            "dropped; an operator, constant, comparison or builtin changed) that a pool of edge "
+            "cases and random inputs tells apart from it -- over 99% of those that differ on the "
+            "task's inputs at all, and every dropped step, in tests/test_code_mutation.py."
         ),
         multi_turn=False,
         reward_range=(0.0, 1.0),

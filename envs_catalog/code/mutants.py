@@ -18,10 +18,8 @@ iteration and comprehension item spends one step of a per-call budget (`STEP_BUD
 the call is abandoned as if it had raised, and so that `*`, `**` and `<<` refuse results past
 `MAX_SIZE` (digits of an int, items of a sequence) and `range` past `MAX_SIZE` items. So a mutant
 never hangs the host or fills its memory, and whether it ran out of budget depends on the code and
-the input only -- never on the machine's load, another tracer or a signal handler (an earlier
-version counted `sys.settrace` events, which a signal handler's frame spent too, and a check's
-time-limit signal could be swallowed as "out of budget"). An exception that is not an `Exception`
-(a time limit, KeyboardInterrupt) always propagates.
+the input only -- never on the machine's load, another tracer or a signal handler. An exception that is not an
+`Exception` (a time limit's, KeyboardInterrupt) always propagates.
 
 `score` classifies each mutant against a reference (the trusted expected outputs, type-strict as
 the harness compares: `harness.strict_equal`) on the hidden tests plus a sample of inputs drawn

@@ -622,6 +622,10 @@ def _check_scripted(target: _Target, env, seeds: Sequence[int]) -> CheckRow:
         return CheckRow("scripted", "fail", f"scripted_cases() returned a "
                         f"{type(not_cases[0]).__name__}, not a llm_gym.scripted.ScriptedCase")
     gold = [c for c in cases if c.kind == "gold"]
+    if not gold and (reason := source.no_gold_reason()):
+        return CheckRow("scripted", "skip", f"no gold case can exist: {reason}"
+                        + (f" ({len(cases)} adversarial cases not run alone)" if cases else ""),
+                        {"cases": len(cases)})
     if not gold:
         detail = "no scripted cases" if not cases else f"{len(cases)} cases but no gold case"
         return CheckRow("scripted", "fail", f"{detail}: {how}", {"cases": len(cases)})
@@ -1173,6 +1177,36 @@ def check_main(argv: Sequence[str] | None = None) -> int:
                       f"{_one_line(exc)}", file=sys.stderr)
                 return 2
     results = []
+    with _stdout_to_stderr() if args.json else contextlib.nullcontext():
+        _run_checks(args, env_ids, only, env_kwargs, results)
+    all_ok = all(r["ok"] for r in results)
+    if args.json:
+        print(json.dumps({"ok": all_ok, "results": results}, indent=1))
+    elif len(results) > 1:
+        failed = [r["env_id"] for r in results if not r["ok"]]
+        print(f"\n{len(results) - len(failed)}/{len(results)} ids passed"
+              + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 0 if all_ok else 1
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr():
+    """Send everything written to stdout -- by this process, a bridged library's progress dots,
+    a child process -- to stderr, so that `--json` prints nothing but its JSON on stdout."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def _run_checks(args: argparse.Namespace, env_ids: list[str], only: list[str],
+                env_kwargs: dict[str, Any], results: list[dict[str, Any]]) -> None:
     for env_id in env_ids:
         start = time.perf_counter()
         rows = check_env_id(env_id, seeds=args.seeds, fuzz=args.fuzz, only=only or None,
@@ -1183,14 +1217,6 @@ def check_main(argv: Sequence[str] | None = None) -> int:
                          "seconds": round(seconds, 3), "checks": [r.as_dict() for r in rows]})
         if not args.json:
             print(_table(env_id, rows, seconds, env_kwargs), flush=True)
-    all_ok = all(r["ok"] for r in results)
-    if args.json:
-        print(json.dumps({"ok": all_ok, "results": results}, indent=1))
-    elif len(results) > 1:
-        failed = [r["env_id"] for r in results if not r["ok"]]
-        print(f"\n{len(results) - len(failed)}/{len(results)} ids passed"
-              + (f"; failed: {', '.join(failed)}" if failed else ""))
-    return 0 if all_ok else 1
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -78,6 +78,13 @@ class EnvSource(ABC):
         for (run by `llm-gym check` and the family's tests); none by default."""
         return []
 
+    def no_gold_reason(self) -> str | None:
+        """Why no gold scripted case can exist for this source, when that is so: a bridged
+        library's env that ships neither reference answers nor a solver. `llm-gym check` then
+        skips its scripted row with this reason instead of failing it; None (the default) means
+        gold cases are expected. A catalog env always has a reference or a solver."""
+        return None
+
     def task_key(self, env: Any) -> Any:
         """Optional: a canonical, JSON-able key of the task `env` (one of this source's episodes)
         plays -- a secret, a puzzle id, an opponent seed. `llm-gym check` compares these keys

@@ -82,6 +82,65 @@ def test_every_id_passes_check_env_and_a_scripted_episode(env_id):
             if not str(w.message).startswith("invalid escape sequence")] == []
 
 
+_SECOND_ANSWERS = {  # every way of giving a second answer beside the reference: no score
+    "after": lambda gold, alt: f"<answer>{gold}</answer>\n\n<answer>{alt}</answer>",
+    "before": lambda gold, alt: f"<answer>{alt}</answer>\nHmm, no:\n<answer>{gold}</answer>",
+    "unclosed after": lambda gold, alt: f"<answer>{gold}</answer>\n<answer>{alt}",
+    "hedge after": lambda gold, alt: f"<answer>{gold}</answer>\nOr maybe {alt}.",
+    "backup after": lambda gold, alt: f"<answer>{gold}</answer>\nIf not, my backup is {alt}.",
+}
+_WORKING = {  # the reference with working around it: full score
+    "hedging while working": lambda gold: ("Either this or that could work; maybe the first. "
+                                           f"Let me check.\n<answer>{gold}</answer>"),
+    "said twice": lambda gold: f"<answer>{gold}</answer>\nSo: <answer>{gold}</answer>",
+    "a check after": lambda gold: f"<answer>{gold}</answer>\nI checked it against the question.",
+}
+
+
+@pytest.mark.parametrize("env_id", sampled(IDS, 8))
+def test_the_answer_policy_pays_one_answer_and_never_one_of_several(env_id):
+    env = gym.make(env_id)
+    golds = []
+    for seed in (3, 4, 5, 6):
+        env.reset(seed=seed)
+        golds.append(env.unwrapped.current_env.get_reference_answer())
+    if not golds[0]:
+        pytest.skip(f"{env_id} has no reference answers")
+    gold = golds[0]
+    others = [g for g in golds[1:] if g.strip() != gold.strip()] + [gold + "0"]
+    for name, build in _SECOND_ANSWERS.items():
+        env.reset(seed=3)
+        _, reward, _, _, info = env.step(say(build(gold, others[0])))
+        assert reward < 1.0, (name, info["logs"])
+        assert info["metrics"]["conflicting"] + info["metrics"]["hedged"] == 1.0, name
+    for name, build in _WORKING.items():
+        env.reset(seed=3)
+        _, reward, _, _, info = env.step(say(build(gold)))
+        assert reward == 1.0, (name, info["logs"], info["metrics"])
+
+
+@pytest.mark.parametrize("env_id", sampled(IDS, 3))
+def test_llm_gym_check_plays_the_reference_answers_and_the_adversarial_row(env_id):
+    from llm_gym.cli_check import check_env_id
+
+    rows = {r.name: r for r in check_env_id(env_id, only=["scripted", "adversarial"], seeds=2)}
+    if bridge.REASONING_GYM.entries[env_id]["dataset"] in _NO_REFERENCE:
+        assert rows["scripted"].status == "skip" and "no reference answer" in rows["scripted"].detail
+    else:
+        assert rows["scripted"].status == "pass", rows["scripted"].detail
+        assert rows["adversarial"].status == "pass", rows["adversarial"].detail
+
+
+_NO_REFERENCE = {"boxnet", "graph_color", "propositional_logic", "rubiks_cube", "rush_hour"}
+
+
+def test_datasets_without_reference_answers_say_so():
+    for name in sorted(_NO_REFERENCE):
+        source = gym.make(f"rg/{name}-v0").unwrapped.source
+        assert source.scripted_cases() == [] and name in source.no_gold_reason()
+    assert gym.make("rg/basic_arithmetic-v0").unwrapped.source.no_gold_reason() is None
+
+
 def test_config_fields_are_knobs_and_unknown_ones_say_what_exists():
     env = gym.make("rg/basic_arithmetic-v0", min_terms=2, max_terms=2, max_digits=1, operators=["+"])
     env.reset(seed=0)

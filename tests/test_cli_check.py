@@ -128,6 +128,29 @@ class NoCasesSource(EchoSource):
         return []
 
 
+class NoGoldPossibleSource(EchoSource):
+    """A bridge-like source: no reference answers or solver exist upstream, and it says why."""
+
+    card = _card("test/CheckNoGoldPossible-v0")
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        return []
+
+    def no_gold_reason(self) -> str | None:
+        return "the upstream library ships no solver"
+
+
+class PrintingSource(EchoSource):
+    """Writes progress to stdout, as some bridged libraries do, from Python and at the fd."""
+
+    card = _card("test/CheckPrinting-v0")
+
+    def make_env(self, rng: np.random.Generator) -> EchoEnv:
+        print("building a task...")
+        os.write(1, b"...")
+        return super().make_env(rng)
+
+
 class OutOfRangeSource(EchoSource):
     card = _card("test/CheckOutOfRange-v0")
     bonus = 5.0
@@ -259,7 +282,7 @@ _SOURCES = {cls.card.id: cls for cls in (
     SharedPoolSource, SmallDisjointSource, HiddenNumberSource, HiddenNondeterministicSource,
     ClosureTaskSource, DeclaredLeakSource,
     EchoSource, NondeterministicSource, IncompleteCardSource, FailingGoldSource, NoCasesSource,
-    OutOfRangeSource, LeakySplitSource, HangingSource)}
+    NoGoldPossibleSource, PrintingSource, OutOfRangeSource, LeakySplitSource, HangingSource)}
 _SOURCES["test/CheckWrongIdCard-v0"] = WrongIdCardSource
 
 
@@ -338,6 +361,24 @@ def test_no_cases_fails_scripted_saying_how_to_declare_them():
     assert row.status == "fail"
     assert "scripted_cases()" in row.detail and "ScriptedCase" in row.detail
     assert "'gold'" in row.detail
+
+
+def test_a_source_that_says_why_no_gold_case_can_exist_skips_scripted_with_the_reason():
+    rows = rows_of("test/CheckNoGoldPossible-v0", only=["scripted", "adversarial"])
+    assert rows["scripted"].status == "skip"
+    assert "no gold case can exist: the upstream library ships no solver" in rows["scripted"].detail
+    assert rows["adversarial"].status == "skip"
+    # without a reason the same empty list is a failure (test_no_cases_fails_scripted_...)
+    assert rows_of("test/CheckNoCases-v0", only=["scripted"])["scripted"].status == "fail"
+
+
+def test_json_output_is_only_json_when_an_env_prints(capfd):
+    assert check_main(["test/CheckPrinting-v0", "--json", "--only", "card,scripted",
+                       "--seeds", "1"]) == 0
+    out, err = capfd.readouterr()
+    report = json.loads(out)
+    assert report["ok"] is True and report["results"][0]["env_id"] == "test/CheckPrinting-v0"
+    assert "building a task..." in err and "..." in err
 
 
 def test_a_reward_outside_the_range_fails_fuzz():

@@ -101,6 +101,10 @@ class GemSource(StringEnvSource):
     def make_string_env(self) -> GemEnv:
         return GemEnv(self.gem_id, **self.gem_kwargs)
 
+    def no_gold_reason(self) -> str | None:
+        return ("GEM's games ship no solver and no reference moves to script a winning game "
+                "from; tests/test_bridges_gem.py checks the translation against GEM itself")
+
     # --- the card's example: two of GEM's own random actions from a fixed seed ------------------
     def _example_key(self) -> tuple:
         return ("gem", self.gem_id, repr(sorted(self.gem_kwargs.items())), self.system_prompt)

@@ -6,7 +6,10 @@ tags (reasoning-gym's own `extract_answer`, with its "default" system prompt ask
 `answer_format="raw"` takes the whole reply, with no system prompt) and scored by the dataset's own
 `score_answer`, in [0, 1], through `llm_gym.grading.bounded` (a scorer that hangs on an adversarial
 answer is cut off after `grader_timeout_s`, metric `grader_timeout`; one that raises scores 0,
-metric `score_error`). Reward = `format_coef * (format_ok - 1) + score`, where `format_ok` means the
+metric `score_error`). On top of it, llm-gym's answer policy (`ReasoningGymEnv.answer_policy`):
+a reply whose `<answer>` blocks disagree, or that hedges outside them after the first ("or",
+"alternatively", "if not", ...), scores 0 (metrics `conflicting`, `hedged`) -- reasoning-gym reads
+only the last block, so an answer listed beside others would be paid. Reward = `format_coef * (format_ok - 1) + score`, where `format_ok` means the
 reply ended on the renderer's stop sequence (and, with tags, held them). Out-of-vocabulary ids,
 invalid UTF-8 and replies over `max_response_chars` are never scored: `-format_coef`, metric
 `invalid_response`. Every field of the dataset's config dataclass is a knob
@@ -25,6 +28,7 @@ import dataclasses
 import difflib
 import json
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -34,10 +38,12 @@ from llm_gym.bridges._example import LazyCard, message
 from llm_gym.wrappers.from_text import _PrivateGlobalRNG
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading.bounded import acall_bounded
+from llm_gym.grading.final import HEDGE
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer, get_text_content
 from llm_gym.rl import ProblemEnv
 from llm_gym.rl.types import Action, ActionExtra, StepResult
+from llm_gym.scripted import ScriptedCase
 
 __all__ = ["ReasoningGymEnv", "ReasoningGymSource", "dataset_card"]
 
@@ -116,6 +122,7 @@ def dataset_card(dataset: str, format_coef: float = 0.1) -> EnvCard:
     )
 
 
+_ANSWER_BLOCK = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)  # extract_answer's
 _DATASETS: dict[str, Any] = {}
 _MAX_CACHED_DATASETS = 64
 
@@ -169,6 +176,24 @@ class ReasoningGymEnv(ProblemEnv):
 
         return extract_answer(content)
 
+    def answer_policy(self, content: str) -> str | None:
+        """llm-gym's answer policy on top of the dataset's scorer (tags format): "conflicting"
+        when the reply's `<answer>` blocks do not all say the same (or one is left unclosed),
+        "hedged" when a hedge
+        ("or", "alternatively", "if not", ...: `llm_gym.grading.final.HEDGE`) stands outside
+        them after the first; None otherwise. Either earns no score: the dataset's
+        `extract_answer` reads only the last block, so an answer listed beside others would be
+        paid. Text before the first block is working, never judged."""
+        if self.answer_format != "tags":
+            return None
+        blocks = list(_ANSWER_BLOCK.finditer(content))
+        if not blocks:
+            return None
+        if len({b.group(1).strip() for b in blocks}) > 1 or content.count("<answer>") > len(blocks):
+            return "conflicting"  # another answer, or one more opened and left unclosed
+        outside = _ANSWER_BLOCK.sub(" ", content[blocks[0].start():])
+        return "hedged" if HEDGE.search(outside) else None
+
     def check_format(self, sample_str: str) -> bool:
         return self.answer_format == "raw" or self.extract(sample_str) is not None
 
@@ -177,6 +202,8 @@ class ReasoningGymEnv(ProblemEnv):
 
     def _score(self, content: str) -> tuple[float, bool, float]:
         """(score in [0, 1], whether the answer had the format, score_error)."""
+        if self.answer_policy(content) is not None:
+            return 0.0, True, 0.0
         answer = self.extract(content)
         try:
             score = float(self.dataset.score_answer(answer, self.entry))
@@ -189,7 +216,8 @@ class ReasoningGymEnv(ProblemEnv):
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         message, termination = self.renderer.parse_response(action)
         content = get_text_content(message)
-        metrics: dict[str, float] = {"invalid_response": 0.0, "score_error": 0.0}
+        metrics: dict[str, float] = {"invalid_response": 0.0, "score_error": 0.0,
+                                     "conflicting": 0.0, "hedged": 0.0}
         if (
             self.renderer.has_invalid_ids(action) or "\ufffd" in content
             or len(content) > MAX_RESPONSE_CHARS
@@ -198,6 +226,9 @@ class ReasoningGymEnv(ProblemEnv):
             metrics["invalid_response"] = 1.0
         else:
             outcome = await acall_bounded(self._score, content, timeout_s=self.grader_timeout_s)
+            policy = self.answer_policy(content)
+            metrics["conflicting"] = float(policy == "conflicting")
+            metrics["hedged"] = float(policy == "hedged")
             if outcome.ok:
                 score, has_format, metrics["score_error"] = outcome.value
                 format_ok = float(has_format and termination.is_stop_sequence)
@@ -317,3 +348,24 @@ class ReasoningGymSource(EnvSource):
             system_prompt=self.system_prompt, format_coef=self.format_coef,
             grader_timeout_s=self.grader_timeout_s,
         )
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the item's own reference answer, in the answer format (the dataset's
+        `score_answer` pays it 1). Adversarial: an empty reply (no answer: the format penalty
+        under "tags", 0 under "raw"). None when the dataset has no reference answers
+        (`no_gold_reason`)."""
+        if self.no_gold_reason():
+            return []
+        return [
+            ScriptedCase("reference answer", "gold",
+                         lambda env, _obs: env.get_reference_response(), 1.0, 1.0),
+            ScriptedCase("empty reply", "adversarial", lambda env, _obs: "",
+                         -self.format_coef, 0.0),
+        ]
+
+    def no_gold_reason(self) -> str | None:
+        if self.entry(0).get("answer") is None:
+            return (f"reasoning-gym's {self.dataset_name} gives no reference answer (many "
+                    "answers are right; its score_answer checks a reply against the puzzle) "
+                    "and no solver")
+        return None

@@ -387,6 +387,11 @@ class TextArenaSource(StringEnvSource):
     def make_string_env(self) -> TextArenaGame:
         return TextArenaGame(**self._game_args)
 
+    def no_gold_reason(self) -> str | None:
+        return ("TextArena's games ship no solver and no reference moves to script a winning game "
+                "from; tests/test_bridges_textarena.py checks the translation against TextArena "
+                "itself")
+
     # --- the card's example: the first two moves of a game from a fixed seed ---------------------
     def _example_key(self) -> tuple:
         import json

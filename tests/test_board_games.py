@@ -11,13 +11,13 @@ import random
 import numpy as np
 import pytest
 
-import envs_catalog.multiagent.two_player as two_player
+import envs_catalog.games.two_player as two_player
 from envs_catalog.games.connect_four import C4State, ConnectFourRules, ConnectFourSource
 from envs_catalog.games.nim import (
     NimSource, NimState, legal_nim_moves, mover_wins, parse_nim_move, start_positions, take,
     winning_moves,
 )
-from envs_catalog.multiagent.two_player import MAX_REPLY_CHARS
+from envs_catalog.games.two_player import MAX_REPLY_CHARS
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
 from llm_gym.completers import TokenCompleter
 from llm_gym.rl import do_single_rollout, trajectory_to_data

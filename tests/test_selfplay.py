@@ -18,10 +18,11 @@ from envs_catalog.games.connect_four import C4State, ConnectFourRules
 from envs_catalog.games.nim import (
     NimRules, NimState, legal_nim_moves, mover_wins, start_positions, winning_moves,
 )
+from envs_catalog.games.tictactoe import TicTacToeRules
+from envs_catalog.games.two_player import SelfPlayDataset, SelfPlayGroupBuilder, VersusEnv
 from envs_catalog.multiagent.selfplay import (
-    SelfPlayConnectFourSource, SelfPlayNimSource, SelfPlayTicTacToeSource, TicTacToeRules,
+    SelfPlayConnectFourSource, SelfPlayNimSource, SelfPlayTicTacToeSource,
 )
-from envs_catalog.multiagent.two_player import SelfPlayDataset, SelfPlayGroupBuilder, VersusEnv
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
 from llm_gym.completers import TokenCompleter
 from llm_gym.rl import RolloutLimits, do_group_rollout, trajectory_to_data

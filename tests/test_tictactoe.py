@@ -246,8 +246,9 @@ def test_selfplay_abandoned_game_times_out_instead_of_deadlocking():
 def test_source_makes_selfplay_builders():
     builder = TicTacToeSource(renderer=CHATML).selfplay_group_builder(num_games=2)
     envs = asyncio.run(builder.make_envs())
-    assert [e.mark for e in envs] == ["X", "O", "X", "O"]
-    assert envs[0].game is envs[1].game and envs[0].game is not envs[2].game
+    assert [e.seat for e in envs] == [0, 1, 0, 1]  # X, O, X, O
+    assert envs[0].match is envs[1].match and envs[0].match is not envs[2].match
+    assert builder.rules.intro(EMPTY_BOARD, 0, None).startswith("Tic-tac-toe. You are X, I am O.")
     with pytest.raises(ValueError, match="num_games"):
         TicTacToeSelfPlayGroupBuilder(CHATML, num_games=0)
 

@@ -2,7 +2,7 @@
 
 - `guess_number`: `llm/GuessNumber-v0`, guess a secret number from "Higher."/"Lower." feedback.
 - `tictactoe`: `llm/TicTacToe-v0`, tic-tac-toe against a random or minimax opponent, plus a
-  self-play group builder.
+  self-play group builder; its rules (`TicTacToeRules`) are the ones every tic-tac-toe id uses.
 - `connect_four`: `llm/ConnectFour-v0`, Connect Four against a random, win-or-block or negamax
   opponent.
 - `nim`: `llm/Nim-v0`, Nim against a random or optimal (nim-sum) opponent.
@@ -11,7 +11,9 @@
 - `twenty_questions`: `llm/TwentyQuestions-v0`, find a hidden object with yes/no questions.
 
 Shared pieces: `_turns` (`TurnGameEnv`, the one-reply-per-turn loop of Wordle, Mastermind and
-Twenty Questions); Connect Four and Nim are built on `envs_catalog.multiagent.two_player`. The
+Twenty Questions) and `two_player` (the two-player game machinery: the rules protocol, play
+against a scripted opponent, self-play groups), which Connect Four, Nim and tic-tac-toe's
+self-play are built on and `envs_catalog.multiagent.selfplay` imports (never the reverse). The
 registered ids live in `specs` (GuessNumber, TicTacToe), `specs_board` (ConnectFour, Nim) and
 `specs_words` (Wordle, Mastermind, TwentyQuestions).
 """

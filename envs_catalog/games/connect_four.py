@@ -17,7 +17,7 @@ The model replies with the number of a column that is not full (a bare "4", "fou
 docstring: a reply naming two different numbers ("3 or 4", "3\\n4", "column 2 is weak, so 4") is
 an illegal move (status "conflicting"). Four in a row across, down or diagonally wins.
 
-Rewards (`envs_catalog.multiagent.two_player.VersusEnv`), on the last step: win +1, draw 0, loss
+Rewards (`envs_catalog.games.two_player.VersusEnv`), on the last step: win +1, draw 0, loss
 -1; an illegal move (no single number, a column outside 1..cols, a full column, a truncated,
 over-long or out-of-vocabulary reply) scores `illegal_reward` (-1) and ends the game; reaching
 `max_turns` (default: the whole game) unfinished scores 0. Opponents: "random" (uniform over
@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.multiagent.two_player import DRAW, GameSource
+from envs_catalog.games.two_player import DRAW, GameSource
 from llm_gym.authoring import check_int
 from llm_gym.env_source import EnvCard
 from llm_gym.grading import extract_single_integer

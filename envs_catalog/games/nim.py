@@ -15,7 +15,7 @@ from heap 2": "malformed"), taking 0
 than the heap holds ("too_many"). Unicode look-alikes, zero-width characters and other scripts'
 digits never match.
 
-Rewards (`envs_catalog.multiagent.two_player.VersusEnv`), on the last step: win +1, loss -1 (Nim
+Rewards (`envs_catalog.games.two_player.VersusEnv`), on the last step: win +1, loss -1 (Nim
 has no draws); an illegal move (as above, or a truncated, over-long or out-of-vocabulary reply)
 scores `illegal_reward` (-1) and ends the game; reaching `max_turns` unfinished scores 0.
 Opponents: "random" (a uniform legal move) and "optimal" (a uniformly drawn winning move — the
@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.multiagent.two_player import GameSource
+from envs_catalog.games.two_player import GameSource
 from llm_gym.authoring import check_choice, check_int, split_of
 from llm_gym.env_source import EnvCard
 from llm_gym.grading import MAX_RESPONSE_CHARS

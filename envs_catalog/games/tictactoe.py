@@ -29,13 +29,16 @@ scored like an illegal move (not 0), so a long reply is never a way out of a los
 move that ends the game (a win, a draw, the opponent's winning reply) is scored as usual, since
 no further observation is built.
 
-Self-play (`TicTacToeSelfPlayGroupBuilder`): each pair of envs in a group are the X and O players
-of one shared game. A player's env waits (asyncio) for the opponent's move inside
-`initial_observation` / `step`, so `llm_gym.rl.do_group_rollout` with any `TokenCompleter` plays
-the game to the end as long as the two rollouts run concurrently (every strategy in
-`llm_gym.rl.rollout_strategy` does). Step rewards are 0; `compute_group_rewards` settles the game:
-winner +1, loser -1, draw 0 (an illegal move loses). If the other player stops moving for
-`move_timeout_s` (e.g. its rollout hit a `RolloutLimits` cap), the game is abandoned: both 0.
+Self-play (`TicTacToeSelfPlayGroupBuilder`): `envs_catalog.games.two_player.SelfPlayGroupBuilder`
+over `TicTacToeRules` from the empty board, in this id's voice ("I played 5."): each pair of envs
+in a group are the X and O players of one shared game. A player's env waits (asyncio) for the
+opponent's move inside `initial_observation` / `step`, so `llm_gym.rl.do_group_rollout` with any
+`TokenCompleter` plays the game to the end as long as the two rollouts run concurrently (every
+strategy in `llm_gym.rl.rollout_strategy` does). Step rewards are 0; `compute_group_rewards`
+settles the game: winner +1, loser -1, draw 0 (an illegal move loses). If the other player stops
+moving for `move_timeout_s` (e.g. its rollout hit a `RolloutLimits` cap), the game is abandoned:
+both 0. `llm/SelfPlayTicTacToe-v0` (`envs_catalog.multiagent.selfplay`) is the same builder in a
+neutral voice ("Opponent played 5.").
 
 Held-out split: there is no dataset; split="test" draws the opponent's seeds from a disjoint
 stream (odd seeds, train even), so evaluation games are different random games, not different
@@ -44,24 +47,21 @@ rules.
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
 
+from envs_catalog.games.two_player import DRAW, SelfPlayGroupBuilder
 from llm_gym.authoring import check_choice, check_float, check_int, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer
 from llm_gym.renderers.continuation import Continuation
-from llm_gym.rl.types import (
-    Action, ActionExtra, Env, EnvGroupBuilder, Metrics, Observation, StepResult, StopCondition,
-    Trajectory,
-)
+from llm_gym.rl.types import Action, ActionExtra, Env, Metrics, Observation, StepResult, StopCondition
 from llm_gym.scripted import ScriptedCase
 
 LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
@@ -125,6 +125,19 @@ def optimal_moves(board: str, mark: str) -> tuple[int, ...]:
     return tuple(c for c in cells if scores[c] == best)
 
 
+def read_cell(text: str, board: str) -> tuple[int | None, str]:
+    """(cell, "ok") for a reply naming one free cell of `board`, else (None, reason): the reader's
+    status ("conflicting", "no_answer", ...), "out_of_range" or "occupied"."""
+    cell, status = extract_single_integer(text)
+    if cell is None:
+        return None, status.value
+    if not 1 <= cell <= 9:
+        return None, "out_of_range"
+    if board[cell - 1] != " ":
+        return None, "occupied"
+    return cell, "ok"
+
+
 def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[int | None, str, str]:
     """(cell or None if illegal, reason, response text) for an action on `board`. Special tokens
     inside the reply read as line breaks, so "5<|pad|>9" names two cells, not cell 59."""
@@ -134,14 +147,8 @@ def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[i
         # "length": readable ids but no clean end (the sampler stops at the first stop, so in
         # practice a truncated reply); "malformed": ids outside the vocabulary.
         return None, "malformed" if renderer.has_invalid_ids(action) else "length", text
-    cell, status = extract_single_integer(text)
-    if cell is None:
-        return None, status.value, text
-    if not 1 <= cell <= 9:
-        return None, "out_of_range", text
-    if board[cell - 1] != " ":
-        return None, "occupied", text
-    return cell, "ok", text
+    cell, status = read_cell(text, board)
+    return cell, status, text
 
 
 def minimax_move(board: str, mark: str) -> int:
@@ -149,16 +156,76 @@ def minimax_move(board: str, mark: str) -> int:
     return optimal_moves(board, mark)[0]
 
 
-def _intro(mark: str, board: str, opponent_move: int | None) -> str:
-    lead = f"I played {opponent_move}.\n" if opponent_move is not None else ""
+def intro_text(mark: str, board: str, last_move: int | None, *, first_person: bool = True) -> str:
+    """The first prompt of the player of `mark` (`last_move`: the opponent's opening, or None).
+    `first_person`: the env speaks as the opponent ("I am O", "I played 5"), else of it ("the
+    opponent is O", "Opponent played 5")."""
+    them = "I am" if first_person else "the opponent is"
+    lead = f"{'I' if first_person else 'Opponent'} played {last_move}.\n" if last_move is not None else ""
     return (
-        f"Tic-tac-toe. You are {mark}, I am {other(mark)}. Free cells show their number.\n"
+        f"Tic-tac-toe. You are {mark}, {them} {other(mark)}. Free cells show their number.\n"
         f"{lead}{render_board(board)}\nReply with the number of the cell you take."
     )
 
 
-def _after_opponent(board: str, opponent_move: int) -> str:
-    return f"I played {opponent_move}.\n{render_board(board)}\nYour move."
+def update_text(board: str, last_move: int, *, first_person: bool = True) -> str:
+    """The message after the opponent's `last_move` (voice as in `intro_text`)."""
+    return f"{'I' if first_person else 'Opponent'} played {last_move}.\n{render_board(board)}\nYour move."
+
+
+_MARKS = ("X", "O")
+
+
+class TicTacToeRules:
+    """Tic-tac-toe as `envs_catalog.games.two_player.TwoPlayerRules`: the state is the
+    9-character board string; seat 0 is X (moves first), seat 1 is O; moves are cells 1-9, read
+    by `read_cell`. `first_person` picks the prompts' voice (see `intro_text`)."""
+
+    opponents = OPPONENTS
+
+    def __init__(self, first_person: bool = False) -> None:
+        self.first_person = first_person
+
+    def to_move(self, board: str) -> int:
+        return 0 if board.count("X") == board.count("O") else 1
+
+    def legal_moves(self, board: str) -> list[int]:
+        return free_cells(board)
+
+    def apply(self, board: str, cell: int) -> str:
+        if board[cell - 1] != " ":
+            raise ValueError(f"cell {cell} is taken")
+        return play(board, cell, _MARKS[self.to_move(board)])
+
+    def result(self, board: str) -> int | str | None:
+        mark = winner(board)
+        if mark is not None:
+            return _MARKS.index(mark)
+        return None if free_cells(board) else DRAW
+
+    def max_moves(self, board: str) -> int:
+        return len(free_cells(board))
+
+    def render(self, board: str) -> str:
+        return render_board(board)
+
+    def parse_move(self, text: str, board: str) -> tuple[int | None, str]:
+        return read_cell(text, board)
+
+    def intro(self, board: str, seat: int, last_move: int | None) -> str:
+        return intro_text(_MARKS[seat], board, last_move, first_person=self.first_person)
+
+    def update(self, board: str, seat: int, last_move: int) -> str:
+        return update_text(board, last_move, first_person=self.first_person)
+
+    def opponent_move(self, board: str, rng: random.Random, opponent: str) -> int:
+        """A random free cell, or (opponent "optimal") a random minimax-optimal one."""
+        mark = _MARKS[self.to_move(board)]
+        cells = optimal_moves(board, mark) if opponent == "optimal" else free_cells(board)
+        return cells[rng.randrange(len(cells))]
+
+
+_RULES = TicTacToeRules(first_person=True)
 
 
 # --- single agent vs a scripted opponent -------------------------------------------------------
@@ -190,15 +257,13 @@ class TicTacToeEnv(Env):
         return self.renderer.get_stop_sequences()
 
     def _opponent_move(self) -> int:
-        mark = other(self.agent_mark)
-        cells = optimal_moves(self.board, mark) if self.opponent == "optimal" else free_cells(self.board)
-        cell = cells[self._rng.randrange(len(cells))]
-        self.board = play(self.board, cell, mark)
+        cell = _RULES.opponent_move(self.board, self._rng, self.opponent)
+        self.board = _RULES.apply(self.board, cell)
         return cell
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         first = self._opponent_move() if self.agent_mark == "O" else None
-        self._messages = [Message(role="user", content=_intro(self.agent_mark, self.board, first))]
+        self._messages = [Message(role="user", content=intro_text(self.agent_mark, self.board, first))]
         self._ob = self.continuation.first(self._messages)
         return self._ob, self.stop_condition
 
@@ -233,7 +298,7 @@ class TicTacToeEnv(Env):
             return self._forfeit(logs)
         messages = self._messages + [
             {"role": "assistant", "content": text},
-            {"role": "user", "content": _after_opponent(self.board, reply)},
+            {"role": "user", "content": update_text(self.board, reply)},
         ]
         turn = self.continuation.next(self._ob, action, messages)
         if turn.observation.length > self.max_context_tokens:
@@ -284,9 +349,9 @@ class TicTacToeSource(EnvSource):
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=[
-            {"role": "user", "content": _intro("X", EMPTY_BOARD, None)},
+            {"role": "user", "content": intro_text("X", EMPTY_BOARD, None)},
             {"role": "assistant", "content": "5"},
-            {"role": "user", "content": _after_opponent(play(play(EMPTY_BOARD, 5, "X"), 1, "O"), 1)},
+            {"role": "user", "content": update_text(play(play(EMPTY_BOARD, 5, "X"), 1, "O"), 1)},
             {"role": "assistant", "content": "9"},
         ],
     )
@@ -363,151 +428,18 @@ class TicTacToeSource(EnvSource):
             case("empty reply", lambda env, ob: ""),
         ]
 
-    def selfplay_group_builder(self, num_games: int = 1) -> "TicTacToeSelfPlayGroupBuilder":
+    def selfplay_group_builder(self, num_games: int = 1,
+                               move_timeout_s: float = 300.0) -> "TicTacToeSelfPlayGroupBuilder":
         """A self-play group of `num_games` games (2 envs each) with this source's renderer."""
-        return TicTacToeSelfPlayGroupBuilder(self.renderer, num_games=num_games)
+        return TicTacToeSelfPlayGroupBuilder(self.renderer, num_games=num_games,
+                                             move_timeout_s=move_timeout_s)
 
 
 # --- self-play -------------------------------------------------------------------------------
-class _SharedGame:
-    """State of one game shared by its two player envs; `changed` wakes the waiting player."""
-
-    def __init__(self) -> None:
-        self.board = EMPTY_BOARD
-        self.to_move = "X"
-        self.last_move: int | None = None
-        self.result: str | None = None  # "X", "O" (winner), "draw", "abandoned"
-        self.illegal_by: str | None = None
-        self.changed = asyncio.Condition()
-
-    async def notify(self) -> None:
-        async with self.changed:
-            self.changed.notify_all()
-
-    async def wait_for_turn(self, mark: str, timeout_s: float) -> None:
-        """Return once it is `mark`'s move or the game is over; abandon the game on timeout."""
-        async with self.changed:
-            try:
-                await asyncio.wait_for(
-                    self.changed.wait_for(lambda: self.result is not None or self.to_move == mark),
-                    timeout_s,
-                )
-            except (asyncio.TimeoutError, TimeoutError):
-                if self.result is None:
-                    self.result = "abandoned"
-                self.changed.notify_all()
-
-
-class TicTacToeSelfPlayEnv(Env):
-    """One player (`mark`) of a shared self-play game. Step rewards are 0; see `outcome()`."""
-
-    def __init__(self, renderer: Renderer, game: _SharedGame, mark: str, *,
-                 move_timeout_s: float, continuation: Continuation) -> None:
-        self.renderer = renderer
-        self.game = game
-        self.mark = mark
-        self.move_timeout_s = move_timeout_s
-        self.continuation = continuation
-        self._ob: ModelInput | None = None
-        self._messages: list[Message] = []
-        self._done = False
-
-    @property
-    def stop_condition(self) -> StopCondition:
-        return self.renderer.get_stop_sequences()
-
-    async def initial_observation(self) -> tuple[Observation, StopCondition]:
-        await self.game.wait_for_turn(self.mark, self.move_timeout_s)
-        if self.game.result is not None:  # the opponent's first move already ended the game
-            text = f"Tic-tac-toe. You are {self.mark}. The game is over. Reply with anything."
-        else:
-            text = _intro(self.mark, self.game.board, self.game.last_move)
-        self._messages = [Message(role="user", content=text)]
-        self._ob = self.continuation.first(self._messages)
-        return self._ob, self.stop_condition
-
-    def outcome(self) -> tuple[float, Metrics]:
-        """(group reward, metrics) for this player once the game is settled."""
-        result = self.game.result
-        metrics: Metrics = {
-            "win": float(result == self.mark),
-            "loss": float(result == other(self.mark)),
-            "draw": float(result == "draw"),
-            "abandoned": float(result in (None, "abandoned")),
-            "illegal_move": float(self.game.illegal_by == self.mark),
-        }
-        return metrics["win"] - metrics["loss"], metrics
-
-    def _done_result(self, logs: dict) -> StepResult:
-        self._done = True
-        logs["board"] = render_board(self.game.board)
-        return StepResult(0.0, True, ModelInput.empty(), self.stop_condition, {}, logs)
-
-    async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
-        if self._ob is None or self._done:
-            raise RuntimeError("TicTacToeSelfPlayEnv: call initial_observation() first; single-use")
-        game = self.game
-        if game.result is not None:
-            return self._done_result({"move_status": "game_over"})
-        cell, reason, text = parse_move(self.renderer, action, game.board)
-        logs: dict[str, Any] = {"response": text, "move_status": reason}
-        if cell is None:
-            game.result, game.illegal_by = other(self.mark), self.mark
-        else:
-            game.board = play(game.board, cell, self.mark)
-            game.last_move = cell
-            if winner(game.board):
-                game.result = self.mark
-            elif not free_cells(game.board):
-                game.result = "draw"
-            else:
-                game.to_move = other(self.mark)
-        await game.notify()
-        if game.result is not None:
-            return self._done_result(logs)
-        await game.wait_for_turn(self.mark, self.move_timeout_s)
-        if game.result is not None:
-            return self._done_result(logs)
-        assert game.last_move is not None
-        self._messages += [
-            {"role": "assistant", "content": text},
-            {"role": "user", "content": _after_opponent(game.board, game.last_move)},
-        ]
-        turn = self.continuation.next(self._ob, action, self._messages)
-        self._ob = turn.observation
-        return StepResult(0.0, False, self._ob, self.stop_condition, turn.metrics, logs)
-
-
 @dataclass(frozen=True)
-class TicTacToeSelfPlayGroupBuilder(EnvGroupBuilder):
-    """`num_games` self-play games; envs come in (X, O) pairs: envs[2k] is X of game k,
-    envs[2k+1] its O. Picklable (the shared game state is created in `make_envs`)."""
+class TicTacToeSelfPlayGroupBuilder(SelfPlayGroupBuilder):
+    """`SelfPlayGroupBuilder` of tic-tac-toe from the empty board in this id's voice: envs come in
+    (X, O) pairs, envs[2k] is X of game k, envs[2k+1] its O. Picklable."""
 
-    renderer: Renderer
-    num_games: int = 1
-    move_timeout_s: float = 300.0
-
-    def __post_init__(self) -> None:
-        if self.num_games < 1:
-            raise ValueError(f"num_games must be >= 1, got {self.num_games!r}")
-        check_float("move_timeout_s", self.move_timeout_s, 1e-3, 1e9)
-
-    async def make_envs(self) -> Sequence[Env]:
-        continuation = Continuation(self.renderer)
-        envs: list[Env] = []
-        for _ in range(self.num_games):
-            game = _SharedGame()
-            envs += [
-                TicTacToeSelfPlayEnv(self.renderer, game, mark, move_timeout_s=self.move_timeout_s,
-                                     continuation=continuation)
-                for mark in ("X", "O")
-            ]
-        return envs
-
-    async def compute_group_rewards(
-        self, trajectory_group: list[Trajectory], env_group: Sequence[Env]
-    ) -> list[tuple[float, Metrics]]:
-        return [env.outcome() for env in env_group]  # type: ignore[attr-defined]
-
-    def logging_tags(self) -> list[str]:
-        return ["tictactoe_selfplay"]
+    rules: Any = field(default_factory=lambda: TicTacToeRules(first_person=True))
+    initial_state: Any = EMPTY_BOARD

@@ -319,23 +319,6 @@ def solver_question(history: Sequence[tuple[str, str]]) -> str:
     return FEATURES[best][0]
 
 
-def solver_turns() -> dict[str, int]:
-    """Turns the questioner needs for every item (answers from `TaxonomyAnswerer`)."""
-    turns = {}
-    for name, features in TAXONOMY.items():
-        answerer, history = TaxonomyAnswerer(Item(name, features)), []
-        while True:
-            question = solver_question(history)
-            if read_guess(question.lower()) == name:
-                turns[name] = len(history) + 1
-                break
-            history.append((question, answerer.answer(question)))
-            if len(history) > 40:
-                turns[name] = 99
-                break
-    return turns
-
-
 # --- the env ------------------------------------------------------------------------------------
 def intro_text(max_turns: int, max_chars: int, example: tuple[str, str] | None) -> str:
     text = (

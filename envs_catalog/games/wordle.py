@@ -43,7 +43,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog.games._turns import (  # re-exported: older code imported them from here
+from envs_catalog.games._turns import (
     INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
 )
 from llm_gym.authoring import check_choice, check_float, check_int, split_of

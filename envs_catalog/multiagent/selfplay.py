@@ -1,21 +1,20 @@
 """Self-play board games: `llm/SelfPlayTicTacToe-v0`, `llm/SelfPlayConnectFour-v0`, `llm/SelfPlayNim-v0`.
 
 Training is self-play: `source.selfplay_group_builder(seed, num_games)` (or a `SelfPlayDataset`
-of them, both in `envs_catalog.multiagent.two_player`) gives an `EnvGroupBuilder` whose envs are
+of them, both in `envs_catalog.games.two_player`) gives an `EnvGroupBuilder` whose envs are
 the two seats of shared games, both played by the policy; `compute_group_rewards` scores each game
 zero-sum (win +1, loss -1, draw 0, an illegal move loses; an abandoned game 0). The Gymnasium face
 (`gym.make(id)`: one env at a time, nobody to pair it with) plays one seat against a scripted
 opponent instead — the fallback, with the same prompts, reader and rewards as the game's own id
 (`opponent` knob) — so `check_env`, the fuzz tests and evaluation runs work on a single env.
 
-Tic-tac-toe comes in through `TicTacToeRules`, a thin adapter over the rules of
-`envs_catalog.games.tictactoe` (board string, `winner`, `free_cells`, `play`, `optimal_moves`,
-`render_board`); Connect Four and Nim bring their own rules objects.
+Each game brings its rules object from `envs_catalog.games`: `TicTacToeRules` (in its neutral
+voice, "Opponent played 5."), `ConnectFourRules`, `NimRules`; this module only adds the self-play
+ids' cards and defaults.
 """
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
 import numpy as np
@@ -23,72 +22,14 @@ import numpy as np
 from envs_catalog.games import tictactoe as ttt
 from envs_catalog.games.connect_four import ConnectFourSource
 from envs_catalog.games.nim import NimSource
-from envs_catalog.multiagent.two_player import DRAW, GameSource
+from envs_catalog.games.tictactoe import TicTacToeRules
+from envs_catalog.games.two_player import GameSource
 from llm_gym.env_source import EnvCard
-from llm_gym.grading import extract_single_integer
-
-_MARKS = ("X", "O")
-
-
-class TicTacToeRules:
-    """`TwoPlayerRules` over `envs_catalog.games.tictactoe`: the state is its 9-character board
-    string; seat 0 is X (moves first), seat 1 is O; moves are cells 1-9."""
-
-    opponents = ("random", "optimal")
-
-    def to_move(self, board: str) -> int:
-        return 0 if board.count("X") == board.count("O") else 1
-
-    def legal_moves(self, board: str) -> list[int]:
-        return ttt.free_cells(board)
-
-    def apply(self, board: str, cell: int) -> str:
-        if board[cell - 1] != " ":
-            raise ValueError(f"cell {cell} is taken")
-        return ttt.play(board, cell, _MARKS[self.to_move(board)])
-
-    def result(self, board: str) -> int | str | None:
-        mark = ttt.winner(board)
-        if mark is not None:
-            return _MARKS.index(mark)
-        return None if ttt.free_cells(board) else DRAW
-
-    def max_moves(self, board: str) -> int:
-        return len(ttt.free_cells(board))
-
-    def render(self, board: str) -> str:
-        return ttt.render_board(board)
-
-    def parse_move(self, text: str, board: str) -> tuple[int | None, str]:
-        cell, status = extract_single_integer(text)
-        if cell is None:
-            return None, status.value
-        if not 1 <= cell <= 9:
-            return None, "out_of_range"
-        if board[cell - 1] != " ":
-            return None, "occupied"
-        return cell, "ok"
-
-    def intro(self, board: str, seat: int, last_move: int | None) -> str:
-        lead = f"Opponent played {last_move}.\n" if last_move is not None else ""
-        return (
-            f"Tic-tac-toe. You are {_MARKS[seat]}, the opponent is {_MARKS[1 - seat]}. Free cells "
-            f"show their number.\n{lead}{ttt.render_board(board)}\nReply with the number of the "
-            "cell you take."
-        )
-
-    def update(self, board: str, seat: int, last_move: int) -> str:
-        return f"Opponent played {last_move}.\n{ttt.render_board(board)}\nYour move."
-
-    def opponent_move(self, board: str, rng: random.Random, opponent: str) -> int:
-        mark = _MARKS[self.to_move(board)]
-        cells = ttt.optimal_moves(board, mark) if opponent == "optimal" else ttt.free_cells(board)
-        return cells[rng.randrange(len(cells))]
 
 
 def _minimax_cell(env: Any, _ob: str = "") -> str:
     board = env.state
-    return str(ttt.optimal_moves(board, _MARKS[TicTacToeRules().to_move(board)])[0])
+    return str(ttt.minimax_move(board, "XO"[TicTacToeRules().to_move(board)]))
 
 
 _SELFPLAY_NOTE = (

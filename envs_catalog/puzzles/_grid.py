@@ -47,12 +47,8 @@ from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.rl.types import Action, ActionExtra
 
-# Statuses shared by every puzzle's reader (puzzle verifiers add their own rule statuses).
+# The status of a reply every puzzle's reader accepts (verifiers add their own rule statuses).
 OK = "ok"
-PARSE_STATUSES = frozenset({
-    "empty", "too_long", "invalid_text", "confusable", "no_answer", "multiple_answers",
-    "malformed",
-})
 
 _CONTROLS = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
 _SPECIAL_TOKEN_TEXT = re.compile(

@@ -290,20 +290,6 @@ def _queries_then(queries: list[str], final):
     return reply
 
 
-ATTACK_QUERIES = [
-    "DELETE FROM {table}",
-    "UPDATE {table} SET id = 0",
-    "INSERT INTO {table} (id) VALUES (999)",
-    "DROP TABLE {table}",
-    "ATTACH DATABASE '/tmp/x.db' AS x",
-    "SELECT load_extension('/tmp/evil')",
-    "PRAGMA query_only = OFF",
-    "CREATE TABLE t (x)",
-    "SELECT 1; DELETE FROM {table}",
-    "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT MAX(x) FROM c",
-]
-
-
 class SQLSource(EpisodeToolSource):
     """Table questions for `llm/SQL-v0`; knobs: `themes`, `num_rows`, `complexity`, `max_rows`,
     `timeout_s`, `sandbox` + the family's."""

@@ -2,11 +2,11 @@
 
 A game is a `TwoPlayerRules` object (legal moves, apply, result, move reader, per-seat prompts and
 scripted opponents) over an immutable state; seat 0 moves first. Three things are built on it,
-once for every game (Connect Four and Nim in `envs_catalog.games`, tic-tac-toe through the adapter
-in `envs_catalog.multiagent.selfplay`):
+once for every game (`ConnectFourRules`, `NimRules` and `TicTacToeRules`, each in its game's module
+of `envs_catalog.games`; the self-play ids in `envs_catalog.multiagent.selfplay` import them):
 
 - `VersusEnv`: one seat played by the policy against a scripted opponent (a single-use seed-API
-  `Env`, the Gymnasium face of every board-game id). Rewards on the last step: win +1, draw 0,
+  `Env`, the Gymnasium face of every `GameSource` id). Rewards on the last step: win +1, draw 0,
   loss -1; an illegal move (see `read_reply` and the game's reader) scores `illegal_reward` and
   ends the game; reaching `max_turns` unfinished scores 0 (`unfinished`). Observations keep the
   prefix property (`llm_gym.renderers.continuation.Continuation`). A reply is capped at

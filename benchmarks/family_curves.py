@@ -132,7 +132,7 @@ class _EnoughSFT(Exception):
 def _fitted_config(argv: list[str]):
     """The `GRPOConfig` `llm-gym train ARGV` would run (flags parsed, defaults fitted to the env)."""
     from trainers.cli_train import config_and_explicit
-    from trainers.grpo.config import fit_to_env
+    from trainers.grpo.fit import fit_to_env
 
     cfg, explicit = config_and_explicit(argv)
     cfg.validate()

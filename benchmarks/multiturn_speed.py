@@ -7,7 +7,7 @@ Rows, side by side in one process (same machine load, 1 torch thread each):
 - **ours**: the default sampler, which keeps each episode's KV cache across turns and prefills only
   the new tokens of a turn (the env's reply and the last sampled token);
 - **TRL**: `trl.GRPOTrainer(environment_factory=...)` with our `TextEnvironment` adapter
-  (`trainers.adapters.trl`), TRL 1.16's multi-turn path: every turn is an `act` tool call, parsed by
+  (`llm_gym.adapters.trl`), TRL 1.16's multi-turn path: every turn is an `act` tool call, parsed by
   TRL's Qwen3 template response parser, answered by the env, and the next turn regenerates from
   the whole prompt + completion so far.
 
@@ -107,7 +107,7 @@ def tool_tokenizer():
 
 
 def make_start(path: Path, warm_steps: int, seed: int) -> None:
-    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+    from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
     from trainers.models import build_tiny_model
 
     model, _ = build_tiny_model(seed=seed)
@@ -173,7 +173,7 @@ def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int) -> None
     logits only at answer positions, since a 151k-wide head over every position is GBs."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+    from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
 
     tok = qwen3_tool_tokenizer(root)
     end = tok.convert_tokens_to_ids("<|im_end|>")
@@ -243,7 +243,7 @@ def act_env(args, start: Path) -> tuple[str, dict[str, Any]]:
 # ------------------------------------------------------------------------------------------------
 def run_ours(args, start: Path, workdir: Path, reuse_kv: bool, tag: str) -> dict[str, Any]:
     import trainers.grpo.trainer as trainer_mod
-    import trainers.sampler as sampler_mod
+    import trainers.sampling.hf as sampler_mod
     from trainers.grpo import GRPOConfig
 
     env_id, env_kwargs = ENV_ID, {}
@@ -314,7 +314,7 @@ def run_trl(args, start: Path, workdir: Path) -> dict[str, Any]:
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+    from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     tok = tool_tokenizer() if args.model == "byte" else qwen3_tool_tokenizer(workdir / "tokenizers")

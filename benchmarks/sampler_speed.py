@@ -46,7 +46,7 @@ def timed(fn):
 
 
 def time_hf_sampler(model, prompts, group_size, new_tokens, share: bool):
-    from trainers.sampler import HFSampler
+    from trainers.sampling.hf import HFSampler
 
     sampler = HFSampler(model, max_tokens=new_tokens, seed=0, share_prefixes=share,
                         max_batch_size=len(prompts) * group_size)
@@ -77,7 +77,7 @@ def time_generate(model, prompts, group_size, new_tokens, pad_id: int):
 
 
 def time_vllm(engine, prompts, group_size, new_tokens):
-    from trainers.vllm_sampler import VLLMSampler
+    from trainers.sampling.vllm import VLLMSampler
 
     sampler = VLLMSampler(engine, max_tokens=new_tokens, seed=0,
                           max_batch_size=len(prompts) * group_size)
@@ -121,7 +121,7 @@ def main() -> None:
     prompts = math_prompts(args.groups, seed=0)
     engine = None
     if args.vllm:
-        from trainers.vllm_sampler import ColocateEngine
+        from trainers.sampling.vllm import ColocateEngine
 
         model_dir = tempfile.mkdtemp(prefix="sampler-speed-")
         model.save_pretrained(model_dir)

@@ -244,7 +244,7 @@ def run_ours(args, start: Path, task_seeds: list[int], workdir: Path, seed: int,
              tag: str, probe: "AccuracyProbe | None" = None) -> tuple[torch.nn.Module, dict]:
     import trainers.grpo.trainer as trainer_mod
     from trainers.grpo import GRPOConfig
-    from trainers.sampler import HFSampler
+    from trainers.sampling.hf import HFSampler
 
     sc = StepClock()
     t_call = time.perf_counter()  # setup = this call until the first step begins
@@ -330,7 +330,7 @@ def run_trl(args, start: Path, task_seeds: list[int], workdir: Path, seed: int,
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    from trainers.adapters.trl import EnvReward, grpo_dataset
+    from llm_gym.adapters.trl import EnvReward, grpo_dataset
 
     sc = StepClock()
     t_call = time.perf_counter()  # setup = this call until the first step begins
@@ -755,7 +755,7 @@ def run_time_to_accuracy(args) -> None:
     (ours first on even seed indices, TRL first on odd: ABBA), each probed every `--eval-every`
     steps by one evaluator; results are written after every run, so a cut-short series keeps
     what it finished."""
-    from trainers.adapters._common import task_seeds as make_task_seeds
+    from llm_gym.adapters._common import task_seeds as make_task_seeds
 
     deltas = list(args.deltas)
     trainers = [t for t in args.trainers.split(",") if t]
@@ -855,8 +855,8 @@ def run_gradient_check(args) -> None:
     from llm_gym import GymEnvGroupBuilder
     from llm_gym.rl import assemble_training_data, compute_advantages
     from trainers._trl_compat import pad
-    from trainers.adapters._common import task_seeds as make_task_seeds
-    from trainers.adapters.trl import EnvReward, grpo_dataset
+    from llm_gym.adapters._common import task_seeds as make_task_seeds
+    from llm_gym.adapters.trl import EnvReward, grpo_dataset
     from trainers.grpo import GRPOConfig
 
     tmp = tempfile.TemporaryDirectory(prefix="tvt_grad_")
@@ -1037,7 +1037,7 @@ def main() -> None:
 
     # 2. Train both, ABBA order, same thread setting; run r of each trainer sees the same tasks
     #    (grpo_dataset's seeds for seed + r, prompts_per_step per step, in order).
-    from trainers.adapters._common import task_seeds as make_task_seeds
+    from llm_gym.adapters._common import task_seeds as make_task_seeds
 
     runners = {"ours": run_ours, "trl": run_trl}
     runs: dict[str, list[dict]] = {"ours": [], "trl": []}

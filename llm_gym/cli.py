@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 COMMANDS: dict[str, str] = {
     "train": "trainers.cli_train:train_main",
     "plot": "trainers.cli_train:plot_main",
-    "export": "trainers.adapters.datasets_export:main",
+    "export": "llm_gym.adapters.datasets_export:main",
     "list": "llm_gym.cli_list:list_main",
     "check": "llm_gym.cli_check:check_main",
     "new": "llm_gym.cli_new:new_main",

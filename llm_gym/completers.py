@@ -142,7 +142,7 @@ class TinkerTokenCompleter(TokenCompleter):
 
     llm_gym has no sampling service: `sampling_client` must have the Tinker `SamplingClient`
     interface (`sample_async`), else TypeError at the first call. For a local model use the
-    trainer's HF sampler (`trainers.sampler`)."""
+    trainer's HF sampler (`trainers.sampling.hf`)."""
 
     sampling_client: object
     max_tokens: int

@@ -14,8 +14,8 @@ from tests._adapter_helpers import ensure_catalog
 
 ensure_catalog()
 
-from trainers.adapters._common import text_to_action  # noqa: E402
-from trainers.adapters.datasets_export import export_dataset, main  # noqa: E402
+from llm_gym.adapters._common import text_to_action  # noqa: E402
+from llm_gym.adapters.datasets_export import export_dataset, main  # noqa: E402
 
 MATH = "llm/Math-v0"
 

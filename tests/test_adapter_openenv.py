@@ -24,8 +24,8 @@ from tests._adapter_helpers import ensure_catalog  # noqa: E402
 
 ensure_catalog()
 
-from trainers.adapters import openenv as adapter  # noqa: E402
-from trainers.adapters._common import text_to_action  # noqa: E402
+from llm_gym.adapters import openenv as adapter  # noqa: E402
+from llm_gym.adapters._common import text_to_action  # noqa: E402
 
 MATH = "llm/Math-v0"
 GUESS = "llm/GuessNumber-v0"

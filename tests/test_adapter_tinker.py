@@ -28,7 +28,7 @@ import llm_gym  # noqa: E402
 from llm_gym import completers as our_completers  # noqa: E402
 from llm_gym.rl import ProblemGroupBuilder, do_group_rollout  # noqa: E402
 from llm_gym.rl import types as our_types  # noqa: E402
-from trainers.adapters import tinker as adapter  # noqa: E402
+from llm_gym.adapters import tinker as adapter  # noqa: E402
 
 # tinker-cookbook 0.5.8
 COOKBOOK_FIELDS = {

@@ -17,8 +17,8 @@ from tests._real_tokenizers import real_tokenizer_root  # noqa: F401  (fixture)
 
 ensure_catalog()
 
-from trainers.adapters._common import text_to_action  # noqa: E402
-from trainers.adapters.trl import (  # noqa: E402
+from llm_gym.adapters._common import text_to_action  # noqa: E402
+from llm_gym.adapters.trl import (  # noqa: E402
     EnvReward,
     TextEnvironment,
     environment_factory,

@@ -104,7 +104,7 @@ def test_train_argparse_errors_are_one_line(capsys):
 # --- defaults fitted to the env ------------------------------------------------------------------
 def _fitted(argv):
     from trainers.cli_train import config_and_explicit
-    from trainers.grpo.config import fit_to_env
+    from trainers.grpo.fit import fit_to_env
 
     cfg, explicit = config_and_explicit(argv)
     return cfg, fit_to_env(cfg, explicit)
@@ -117,7 +117,7 @@ def test_the_default_run_keeps_its_tuned_defaults():
 
 def test_max_tokens_covers_the_envs_longest_reference_answer():
     from llm_gym.scripted import reply_tokens
-    from trainers.grpo.config import reply_need
+    from trainers.grpo.fit import reply_need
 
     need, why, multi_turn = reply_need("llm/Countdown-v0", {})
     assert need > 8 and "reference answers" in why and not multi_turn

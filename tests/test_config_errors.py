@@ -345,7 +345,8 @@ def test_sft_warm_start_on_a_multi_turn_env_without_a_gold_case_is_a_config_erro
 @pytest.mark.parametrize("env_id", ["llm/GuessNumber-v0", "llm/Calculator-v0"])
 def test_sft_warm_start_on_a_multi_turn_env_with_a_gold_case_validates(env_id):
     import llm_gym
-    from trainers.grpo.config import SFT_GOLD, GRPOConfig, first_gold_case
+    from trainers.grpo.config import GRPOConfig
+    from trainers.grpo.fit import SFT_GOLD, first_gold_case
 
     if first_gold_case(llm_gym.make(env_id, split="train").unwrapped.source) is None:
         pytest.skip(f"{env_id} declares no gold scripted case (yet)")

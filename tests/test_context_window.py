@@ -35,7 +35,7 @@ def _rollouts(model_dir, limits_from_sampler: bool):
     from trainers.grpo import GRPOConfig
     from trainers.grpo.trainer import rollout_groups, rollout_limits
     from trainers.models import load_policy
-    from trainers.sampler import HFSampler
+    from trainers.sampling.hf import HFSampler
 
     model = load_policy(str(model_dir), device="cpu", dtype=torch.float32)[0]
     sampler = HFSampler(model, temperature=1.0, max_tokens=8, stop_token_ids=[258], seed=0)

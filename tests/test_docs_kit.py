@@ -83,8 +83,8 @@ def test_test_cli_new_exercises_the_same_sequence():
             assert f'"{flag}"' in source, f"test_cli_new.py never passes {flag} to {kind}"
 
 
-@pytest.mark.parametrize("path", ["llm_gym/env_source.py", "trainers/sampler.py",
-                                  "trainers/grpo/vllm_backend.py", "trainers/grpo/trainer.py",
+@pytest.mark.parametrize("path", ["llm_gym/env_source.py", "trainers/sampling/hf.py",
+                                  "trainers/sampling/vllm_backend.py", "trainers/grpo/trainer.py",
                                   "trainers/sft.py"])
 def test_doc_pointers_name_files_a_clone_has(path):
     text = (REPO / path).read_text(encoding="utf-8")

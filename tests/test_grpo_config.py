@@ -95,7 +95,7 @@ def test_model_with_too_small_vocab_fails_before_training(tmp_path):
 def test_vllm_backend_without_vllm_says_how_to_install_it():
     import importlib.util
 
-    from trainers.grpo import vllm_backend
+    from trainers.sampling import vllm_backend
 
     if importlib.util.find_spec("vllm") is not None:
         pytest.skip("vLLM is installed here (tests/vllm covers the backend)")

@@ -150,7 +150,7 @@ def test_masked_positions_of_a_real_multi_turn_datum_get_no_gradient(warm_model)
     from trainers.grpo.losses import LossParams, policy_loss, token_weights
     from trainers.grpo.trainer import collate, token_logprobs
     from trainers.models import load_policy
-    from trainers.sampler import HFSampler
+    from trainers.sampling.hf import HFSampler
 
     model, _ = load_policy(warm_model)
     ds = GymRLDataset("llm/GuessNumber-v0", batch_size=1, group_size=2, seed=0,

@@ -168,7 +168,8 @@ def test_close_ids_search_the_whole_registry():
         assert "closetest/Adder-v0" in close_env_ids("closetest/Ader-v0")  # third-party namespaces
         with pytest.raises(gym.error.NameNotFound, match="Did you mean: 'closetest/Adder-v0'"):
             llm_gym.make("closetest/Ader-v0")
-        from trainers.grpo.config import ConfigError, check_env_id
+        from trainers.grpo.config import ConfigError
+        from trainers.grpo.fit import check_env_id
 
         with pytest.raises(ConfigError, match="Did you mean: 'closetest/Adder-v0'"):
             check_env_id("closetest/Ader-v0")

@@ -15,7 +15,7 @@ from llm_gym.rl.problem_env import ProblemEnv, ProblemGroupBuilder  # noqa: E402
 from llm_gym.rl.rollouts import do_group_rollout  # noqa: E402
 from llm_gym.tokenizers import ByteTokenizer  # noqa: E402
 from trainers.models import build_tiny_model  # noqa: E402
-from trainers.sampler import HFSampler  # noqa: E402
+from trainers.sampling.hf import HFSampler  # noqa: E402
 
 IM_END = 260
 PROMPTS = [

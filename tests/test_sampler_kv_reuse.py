@@ -12,10 +12,11 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from llm_gym.rl.outcome import episode_correct  # noqa: E402
 from llm_gym.rl.rollouts import RolloutLimits  # noqa: E402
-from trainers.grpo.trainer import rollout_groups, trajectory_correct  # noqa: E402
+from trainers.grpo.trainer import rollout_groups  # noqa: E402
 from trainers.models import build_tiny_model  # noqa: E402
-from trainers.sampler import HFSampler  # noqa: E402
+from trainers.sampling.hf import HFSampler  # noqa: E402
 
 IM_END, EOS = 260, 258
 
@@ -151,8 +152,8 @@ def test_greedy_evaluation_on_guess_number_unchanged(model):
     # KV reuse must not change a single outcome.
     fresh, _ = rollout(model, 0.0, reuse=False, n_groups=6, group_size=1)
     fast, sampler = rollout(model, 0.0, reuse=True, n_groups=6, group_size=1)
-    assert [trajectory_correct(t) for g in fresh for t in g.trajectories_G] == \
-        [trajectory_correct(t) for g in fast for t in g.trajectories_G]
+    assert [episode_correct(t) for g in fresh for t in g.trajectories_G] == \
+        [episode_correct(t) for g in fast for t in g.trajectories_G]
     assert_same_transitions(transitions(fresh), transitions(fast))
     assert sampler.stats.greedy_duplicates > 0
 
@@ -203,7 +204,7 @@ def test_a_models_cache_kind_is_probed_once_and_results_do_not_depend_on_it():
     """The first sampler for a model probes its cache with transformers' own `DynamicCache`; later
     samplers (the trainer builds one per step) start on the preallocated buffers and sample the
     same tokens."""
-    import trainers.sampler as sampler_mod
+    import trainers.sampling.hf as sampler_mod
 
     fresh_model = build_tiny_model(seed=4)[0]
     assert fresh_model not in sampler_mod._CACHE_KIND

@@ -15,14 +15,14 @@ transformers = pytest.importorskip("transformers")
 
 from transformers import Qwen3Config, Qwen3ForCausalLM  # noqa: E402
 
-from trainers import sampler as sampler_mod  # noqa: E402
 from trainers.models import (  # noqa: E402
     build_tiny_model,
     byte_hf_tokenizer,
     init_weights_,
     tiny_config,
 )
-from trainers.sampler import HFSampler  # noqa: E402
+from trainers.sampling import hf as sampler_mod  # noqa: E402
+from trainers.sampling.hf import HFSampler  # noqa: E402
 
 IM_END, EOS = 260, 258
 PROMPTS = [

@@ -24,20 +24,19 @@ from llm_gym.model_input import ModelInput  # noqa: E402
 from llm_gym.registration import register_env  # noqa: E402
 from llm_gym.renderers import ToolCall  # noqa: E402
 from llm_gym.renderers.tools import format_assistant_text  # noqa: E402
+from llm_gym.rl.outcome import episode_correct  # noqa: E402
 from llm_gym.rl.types import Trajectory, Transition, release_env  # noqa: E402
 from llm_gym.scripted import ScriptedCase, reply_tokens, run_scripted_case  # noqa: E402
-from trainers.grpo.config import (  # noqa: E402
+from trainers.grpo.config import ConfigError, GRPOConfig  # noqa: E402
+from trainers.grpo.fit import (  # noqa: E402
     SFT_GOLD,
     SFT_NONE,
     SFT_REFERENCE,
-    ConfigError,
-    GRPOConfig,
     check_env_builds,
     first_gold_case,
 )
 from trainers.models import build_tiny_model  # noqa: E402
 from trainers.sft import (  # noqa: E402
-    episode_solved,
     gold_task_keys,
     sft_examples_from_gold,
     sft_warm_start,
@@ -201,16 +200,22 @@ def _traj(rewards, metrics):
     ], ModelInput.empty())
 
 
-def test_solved_is_the_correct_metric_else_a_return_at_the_env_max():
+def test_solved_is_the_correct_metric_at_full_credit_else_a_positive_return():
     # the tool envs: a correct answer after a tool call returns 0.95 < max 1.0, and is solved
-    assert episode_solved(_traj([0.95], [{"correct": 1.0}]), 1.0) == 1.0
-    assert episode_solved(_traj([1.0], [{"correct": 0.0}]), 1.0) == 0.0
+    assert episode_correct(_traj([0.95], [{"correct": 1.0}])) == 1.0
+    assert episode_correct(_traj([1.0], [{"correct": 0.0}])) == 0.0
+    # a partial score (text tasks report their score as `correct`) is not solved
+    assert episode_correct(_traj([0.5], [{"correct": 0.5}])) == 0.0
     # the metric may be reported before the last turn: the last turn reporting it counts
-    assert episode_solved(_traj([0.0, 0.0], [{"correct": 1.0}, {}]), 1.0) == 1.0
-    # games without the metric: solved when the return reaches the env's max
-    assert episode_solved(_traj([-0.1, 0.0, 1.0], [{}, {}, {}]), 1.0) == 0.0
-    assert episode_solved(_traj([0.0, 0.0, 1.0], [{}, {}, {}]), 1.0) == 1.0
-    assert episode_solved(_traj([], []), 1.0) == 0.0
+    assert episode_correct(_traj([0.0, 0.0], [{"correct": 1.0}, {}])) == 1.0
+    assert episode_correct(_traj([0.0, 1.0], [{"correct": 1.0}, {"correct": 0.0}])) == 0.0
+    # games without the metric: solved when the return is positive (a win after an invalid turn
+    # included); a draw (0) or a loss is not
+    assert episode_correct(_traj([-0.1, 0.0, 1.0], [{}, {}, {}])) == 1.0
+    assert episode_correct(_traj([0.0, 0.0, 1.0], [{}, {}, {}])) == 1.0
+    assert episode_correct(_traj([0.0, 0.0], [{}, {}])) == 0.0
+    assert episode_correct(_traj([-0.1, -1.0], [{}, {}])) == 0.0
+    assert episode_correct(_traj([], [])) == 0.0
 
 
 def test_gold_episodes_count_as_solved():
@@ -223,7 +228,7 @@ def test_gold_episodes_count_as_solved():
         traj = asyncio.run(play_gold_episode(source, case, env))
         ret = sum(t.reward for t in traj.transitions)
         assert ret < source.reward_range[1]  # the tool call's cost: not the env's max ...
-        assert episode_solved(traj, source.reward_range[1]) == 1.0  # ... but correct
+        assert episode_correct(traj) == 1.0  # ... but correct
 
 
 # --- the config check and what `llm-gym train` prints --------------------------------------------

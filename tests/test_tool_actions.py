@@ -94,7 +94,7 @@ def trl_episode(tok, task_seed, turns, *, max_iterations=None, max_completion_le
     model turns, tool calls, tool failures)."""
     from trl.chat_template_utils import parse_response
 
-    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+    from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
 
     env = TextEnvironment(ENV_ID, **knobs)
     row = dict(multi_turn_dataset(ENV_ID, 1, seed=0, **knobs)[0], task_seed=task_seed)
@@ -158,7 +158,7 @@ def assert_same_episode(path, tok, task_seed, turns, exact_tokens=True, **knobs)
 def test_act_schema_is_what_transformers_derives_from_the_trl_adapter():
     from transformers.utils import get_json_schema
 
-    from trainers.adapters.trl import TextEnvironment, multi_turn_dataset
+    from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
 
     assert get_json_schema(TextEnvironment.act) == {"type": "function", "function": dict(ACT_TOOL)}
     assert multi_turn_dataset(ENV_ID, 1)[0]["prompt"][0]["content"] == DEFAULT_INSTRUCTION

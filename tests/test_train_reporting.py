@@ -18,7 +18,7 @@ from tqdm.std import tqdm as std_tqdm
 
 from llm_gym import GymRLDataset, ModelInput, TokensWithLogprobs
 from llm_gym.rl import StepResult
-from trainers.batching import BatchingCompleter
+from trainers.sampling.batching import BatchingCompleter
 from trainers.grpo import trainer
 from trainers.grpo.config import GRPOConfig
 

@@ -1,7 +1,7 @@
 """Run one forward of a transformers model through a custom attention function.
 
 The padding-free training forward (`trainers/grpo/packed_tails.py`) and the HF sampler's
-shared-prompt decode (`trainers/sampler.py`) each replace attention for selected forwards only:
+shared-prompt decode (`trainers/sampling/hf.py`) each replace attention for selected forwards only:
 the function is registered once in transformers' `AttentionInterface` under its name, and
 `using_attention` points the model's config at it for the duration of a `with` block (the layout
 the function needs rides along as a forward keyword). `base_model` is the transformers model under

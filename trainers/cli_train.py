@@ -3,7 +3,7 @@
 `train` builds a `GRPOConfig` from defaults, then `--config FILE.yaml|json`, then flags (each
 `GRPOConfig` field is a flag: `group_size` -> `--group-size`; booleans also have `--no-...`), and
 runs `trainers.grpo.train`. Fields the user did not set are first fitted to the env
-(`trainers.grpo.config.fit_to_env`: `max_tokens` covers the env's own longest answer,
+(`trainers.grpo.fit.fit_to_env`: `max_tokens` covers the env's own longest answer,
 `loss_reduction` is `token_mean` where completions are long) and printed as
 `Defaults fitted to ...`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
 `runs/<name>/summary.json`. Before training it prints one line, `SFT source: ...`, saying what the
@@ -27,16 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from trainers.grpo.config import (
-    SFT_NONE,
-    SFT_REFERENCE,
-    ConfigError,
-    GRPOConfig,
-    field_docs,
-    fit_to_env,
-    gold_case_summary,
-    load_config_file,
-)
+from trainers.grpo.config import ConfigError, GRPOConfig, field_docs, load_config_file
+from trainers.grpo.fit import SFT_NONE, SFT_REFERENCE, fit_to_env, gold_case_summary
 
 _JSON_FIELDS = {"env_kwargs"}
 _OPTIONAL_TYPES = {"max_turns": int, "run_name": str, "advantage_scale": str,

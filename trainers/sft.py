@@ -41,10 +41,11 @@ import torch
 from llm_gym.env_source import EnvSource
 from llm_gym.renderers import Message, Renderer, get_renderer
 from llm_gym.rl.data_processing import trajectory_to_data
+from llm_gym.rl.outcome import episode_correct
 from llm_gym.rl.rollouts import RolloutLimits, do_single_rollout
 from llm_gym.rl.types import Trajectory, release_env
 from llm_gym.scripted import ScriptedCase, aplay_scripted_episode
-from trainers.grpo.config import SFT_NONE, SFT_REFERENCE, first_gold_case, sft_source_kind
+from trainers.grpo.fit import SFT_NONE, SFT_REFERENCE, first_gold_case, sft_source_kind
 from trainers._trl_compat import pad, selective_log_softmax
 
 __all__ = [
@@ -315,17 +316,6 @@ def sft_loss(model: torch.nn.Module, batch: dict[str, torch.Tensor]) -> torch.Te
 
 
 # --- validation ----------------------------------------------------------------------------------
-def episode_solved(trajectory: Trajectory, top_reward: float) -> float:
-    """1.0 when the episode counts as solved: its `correct` metric (the last turn reporting one)
-    is >= 1, or, where no turn reports it, its return reached `top_reward` (the env's max)."""
-    flags = [t.metrics["correct"] for t in trajectory.transitions if "correct" in t.metrics]
-    if flags:
-        return float(flags[-1] >= 1.0)
-    if not trajectory.transitions:
-        return 0.0
-    return float(sum(t.reward for t in trajectory.transitions) >= top_reward - 1e-9)
-
-
 def make_accuracy_eval(
     source: EnvSource,
     *,
@@ -339,16 +329,11 @@ def make_accuracy_eval(
     (a held-out split, or train tasks kept out of training — see `task_keys`). All episodes run concurrently through one `HFSampler`, so the
     model sees one batch; single- and multi-turn envs alike (each turn samples at most
     `max_tokens`; episodes end as the env ends them, after 32 turns, or at the model's window). A problem counts as
-    solved when its episode reports `metrics["correct"] >= 1` (the last turn that reports the
-    metric: ProblemEnv, the tool envs), or, for envs without that metric (games), when the episode
-    return reaches the top of the source's reward range (the env's max). Every episode is released
+    solved as the trainer's evaluation counts it (`llm_gym.rl.outcome.episode_correct`: the last
+    reported `correct` metric is full credit, or, for envs without that metric, the return is
+    positive). Every episode is released
     afterwards (tool sandboxes). Greedy by default, so the same model always scores the same."""
-    from trainers.sampler import HFSampler
-
-    top_reward = float(source.reward_range[1])
-
-    def solved(traj) -> float:
-        return episode_solved(traj, top_reward)
+    from trainers.sampling.hf import HFSampler
 
     def eval_fn(model: torch.nn.Module) -> float:
         stops = list(stop_token_ids) + [
@@ -374,7 +359,7 @@ def make_accuracy_eval(
                     release_env(env)
 
         trajectories = asyncio.run(run_all())
-        return float(np.mean([solved(t) for t in trajectories])) if trajectories else 0.0
+        return float(np.mean([episode_correct(t) for t in trajectories])) if trajectories else 0.0
 
     return eval_fn
 
@@ -417,8 +402,8 @@ def sft_warm_start(
         `num_examples` (default `min(max_steps * batch_size, DEFAULT_GOLD_EPISODES)`) gold
         episodes, token-exact (`sft_examples_from_gold`). Unless `eval_fn` is given, accuracy is
         measured greedily on `eval_problems` validation problems: train-split tasks that are
-        excluded from the SFT examples (`make_accuracy_eval`; for multi-turn envs "solved" is the
-        `correct` metric where the env reports one, else an episode return at the env's max).
+        excluded from the SFT examples (`make_accuracy_eval`; "solved" is `llm_gym.rl.outcome.episode_correct`:
+        the `correct` metric where the env reports one, else a positive return).
         `SFTResult.example_source` says which source was used.
 
     Early stopping: `eval_fn(model) -> accuracy` runs before training and every `eval_every`

@@ -22,6 +22,7 @@ from llm_gym.rl.rollout_strategy import (
     RolloutResult,
     RolloutStrategy,
 )
+from llm_gym.rl.outcome import episode_correct
 from llm_gym.rl.rollouts import (
     RolloutErrorCounter,
     do_group_rollout,
@@ -57,7 +58,7 @@ __all__ = [
     "RolloutConfig", "RolloutLimits", "RolloutResult", "RolloutStrategy", "SamplingTurnTimeoutError", "StepResult",
     "StopCondition", "StopReason", "TerminationRewardPolicy",
     "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",
-    "assemble_training_data", "compute_advantages", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
+    "assemble_training_data", "compute_advantages", "episode_correct", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
     "RolloutErrorCounter", "get_rollout_executor", "set_rollout_executor",
     "remove_constant_reward_groups", "run_rollout", "trajectory_to_data",
 ]

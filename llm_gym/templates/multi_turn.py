@@ -120,7 +120,7 @@ class __CLASS__Env(Env):
 
     def _finish(self, reward: float, stop_reason: str, metrics: dict, logs: dict) -> StepResult:
         self._done = True
-        # `correct` is what `llm-gym train`'s evaluation counts as accuracy (else: return > 0).
+        # `correct` at full credit is what accuracy counts (llm_gym.rl.outcome.episode_correct).
         metrics.update(solved=float(stop_reason == "solved"), correct=float(stop_reason == "solved"),
                        turns=self._turns,
                        invalid_turns=self._invalid_turns,

@@ -1,7 +1,7 @@
 """`ToolActions`: any llm-gym multi-turn env played through one `act(message)` tool, as TRL sees it.
 
 TRL's multi-turn path (`trl.GRPOTrainer(environment_factory=...)`, with
-`trainers.adapters.trl.TextEnvironment` as the environment) shows the model the env's opening text
+`llm_gym.adapters.trl.TextEnvironment` as the environment) shows the model the env's opening text
 after an instruction, with the `act` tool's schema in the system prompt; each model turn is parsed
 for tool calls, each `act` call's `message` goes to the env, and the env's reply comes back as a
 tool turn (`<tool_response>` in Qwen's template). `ToolActionsEnv` is that episode as a seed-API
@@ -74,7 +74,7 @@ ACT_TOOL: ToolSpec = {  # type: ignore[typeddict-unknown-key]
         "the episode is over.",
     },
 }
-# `trainers.adapters.trl.multi_turn_dataset`'s user message (the env's opening text follows it).
+# `llm_gym.adapters.trl.multi_turn_dataset`'s user message (the env's opening text follows it).
 DEFAULT_INSTRUCTION = (
     "You are playing an environment. Send each of your moves with the `act` tool; "
     "the environment replies with its observation.\n\n"

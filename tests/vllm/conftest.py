@@ -37,7 +37,7 @@ def model_dir(tmp_path_factory) -> str:
 
 @pytest.fixture(scope="session")
 def engine(model_dir):
-    from trainers.vllm_sampler import ColocateEngine
+    from trainers.sampling.vllm import ColocateEngine
 
     eng = ColocateEngine(model_dir, dtype="float32", max_model_len=MAX_MODEL_LEN, seed=0)
     yield eng

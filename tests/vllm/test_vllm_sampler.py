@@ -51,13 +51,13 @@ def teacher_forced(model, prompt: list[int], tokens: list[int], temperature: flo
 
 
 def _sampler(engine, **kw):
-    from trainers.vllm_sampler import VLLMSampler
+    from trainers.sampling.vllm import VLLMSampler
 
     return VLLMSampler(engine, **kw)
 
 
 def _hf_sampler(model, tokenizer, **kw):
-    from trainers.sampler import HFSampler
+    from trainers.sampling.hf import HFSampler
 
     return HFSampler(model, tokenizer=tokenizer, pad_token_id=256, **kw)
 
@@ -268,7 +268,7 @@ def server_url(model_dir, tmp_path_factory):
 
 @pytest.mark.slow
 def test_server_mode_generates_like_colocate_mode(engine, hf_model, hf_tokenizer, server_url):
-    from trainers.vllm_sampler import ServerEngine
+    from trainers.sampling.vllm import ServerEngine
 
     url, proc, log = server_url
     try:

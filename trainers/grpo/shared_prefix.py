@@ -24,7 +24,7 @@ from typing import Hashable, Sequence
 import numpy as np
 import torch
 
-from trainers.sampler import cache_kwargs
+from trainers.sampling.hf import cache_kwargs
 
 # Share only when the padded token count drops by at least this fraction: otherwise the extra
 # forward call and cache expansion eat the saving (one-row groups, tiny prompts, long multi-turn

@@ -52,6 +52,7 @@ from llm_gym.rl import (
     compute_advantages,
     do_group_rollout_and_filter_constant_reward,
 )
+from llm_gym.rl.outcome import episode_correct
 from llm_gym.rl.rollouts import RolloutLimits
 from trainers._trl_compat import (
     entropy_from_logits,
@@ -87,15 +88,6 @@ EVAL_SEED = 1234  # evaluations of every run (any --seed) use the same held-out 
 # ------------------------------------------------------------------------------------------------
 # Rollouts and evaluation
 # ------------------------------------------------------------------------------------------------
-def trajectory_correct(traj) -> float:
-    """1.0 if the episode was solved: the env's `correct` metric when it reports one (the last
-    turn that does), else whether the return was positive."""
-    flags = [t.metrics["correct"] for t in traj.transitions if "correct" in t.metrics]
-    if flags:
-        return float(flags[-1])
-    return float(sum(t.reward for t in traj.transitions) > 0)
-
-
 async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[TrajectoryGroup]:
     async def one(builder):
         # The cookbook's caller-side wrapper: a group the strategy drops comes back as None
@@ -140,7 +132,7 @@ def rollout_limits(cfg: GRPOConfig, sampler) -> RolloutLimits:
 
 def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     rewards = [r for g in groups for r in g.get_total_rewards()]
-    correct = [trajectory_correct(t) for g in groups for t in g.trajectories_G]
+    correct = [episode_correct(t) for g in groups for t in g.trajectories_G]
     n_tokens = [sum(len(tr.ac.tokens) for tr in t.transitions) for g in groups for t in g.trajectories_G]
     # within-group reward spread (NaN-padded for groups that lost rollouts): 0 means no signal
     rewards_PG = pad([torch.tensor(g.get_total_rewards(), dtype=torch.float32) for g in groups],
@@ -516,11 +508,11 @@ def builder_single_turn(builder) -> bool:
 def make_sampler(cfg: GRPOConfig, model, device, stop_ids, pad_id, temperature: float,
                  seed: int, max_batch_size: int, multi_turn: bool = True):
     if cfg.sampler == "vllm":
-        from trainers.grpo import vllm_backend
+        from trainers.sampling import vllm_backend
 
         # The run's one engine (built on first use); its weights are brought up to date first.
         return vllm_backend.make_sampler(cfg, model, stop_ids, temperature, seed, max_batch_size)
-    from trainers.sampler import HFSampler
+    from trainers.sampling.hf import HFSampler
 
     return HFSampler(model, temperature=temperature, max_tokens=cfg.max_tokens,
                      stop_token_ids=stop_ids, pad_token_id=pad_id,
@@ -537,7 +529,7 @@ class BatchProgress:
     episodes (`episode_done`) wait until the sampler starts its next batch (the batcher's
     `before_batch` hook) or the rollouts end (`flush`), and reach the bar together, so its rate and
     ETA are per batch; the postfix names the batch running. A policy without the hook (not a
-    `trainers.batching.BatchingCompleter`) advances the bar per episode.
+    `trainers.sampling.batching.BatchingCompleter`) advances the bar per episode.
     """
 
     def __init__(self, bar, policy) -> None:
@@ -680,7 +672,7 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     finally:
         torch.set_num_threads(threads)
         if cfg.sampler == "vllm":  # the run's engine (and its KV cache) ends with the run
-            from trainers.grpo import vllm_backend
+            from trainers.sampling import vllm_backend
 
             vllm_backend.close_engine()
 
@@ -834,7 +826,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         if cfg.sampler == "vllm":  # the engine samples the next step: give it the new weights
-            from trainers.grpo import vllm_backend
+            from trainers.sampling import vllm_backend
 
             vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
 

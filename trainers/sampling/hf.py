@@ -4,7 +4,7 @@ Rollouts are plain coroutines that each `await policy(observation, stop, max_tok
 sampler queues those calls and, once every rollout that is about to call has done so (it yields to
 the event loop a couple of times and watches the queue stop growing) or `max_batch_size` rows are
 waiting, runs them as *one* batched generation. So rollout code stays one-episode-at-a-time while
-the model sees large batches (the queue is `trainers.batching.BatchingCompleter`, shared with the
+the model sees large batches (the queue is `trainers.sampling.batching.BatchingCompleter`, shared with the
 vLLM sampler).
 
 Generation is a plain KV-cache loop (measured faster than `model.generate` for short completions
@@ -71,7 +71,7 @@ import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
 from trainers._attention import base_model, using_attention
-from trainers.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
+from trainers.sampling.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["HFSampler", "SamplerStats"]
 
@@ -213,7 +213,7 @@ class HFSampler(BatchingCompleter):
             raise ValueError(f"temperature must be >= 0 (0 = greedy), got {temperature}")
         if max_tokens < 0:
             raise ValueError(f"max_tokens must be >= 0, got {max_tokens}")
-        self._init_batching(max_batch_size, join_yields)  # trainers.batching: gathers calls
+        self._init_batching(max_batch_size, join_yields)  # trainers.sampling.batching: gathers calls
         if kv_cache_entries < 0 or kv_cache_bytes < 0:
             raise ValueError(
                 f"kv_cache_entries and kv_cache_bytes must be >= 0, got {kv_cache_entries} and "

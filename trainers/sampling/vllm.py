@@ -1,6 +1,6 @@
 """`VLLMSampler`: vLLM as the rollout `TokenCompleter` (`--sampler vllm`), colocated or as a server.
 
-The same contract as `trainers.sampler.HFSampler` (read it first): rollouts `await sampler(prompt,
+The same contract as `trainers.sampling.hf.HFSampler` (read it first): rollouts `await sampler(prompt,
 stop, max_tokens=...)`, concurrent calls are gathered into one engine call, and each result is the
 sampled ids with `log_softmax(logits / temperature)[token]` per token in float32 (temperature 0 is
 greedy with the model's temperature-1 logprobs), the stop token (id or the token that completes a
@@ -9,7 +9,7 @@ happens is an *engine*: `ColocateEngine` holds an in-process `vllm.LLM` next to 
 `ServerEngine` talks to a `trl vllm-serve` process through TRL's `VLLMClient`. After every optimizer
 step the trainer calls `engine.sync_weights(model)`, which pushes the HF model's current weights
 into vLLM and resets vLLM's prefix cache (its cached KV blocks were computed with the old weights).
-`trainers/grpo/vllm_backend.py` builds one engine per run from the trainer's config.
+`trainers/sampling/vllm_backend.py` builds one engine per run from the trainer's config.
 
 How the contract is met on vLLM:
 - logprobs: the engine is built with `logprobs_mode="processed_logprobs"` (log_softmax after
@@ -64,7 +64,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
-from trainers.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
+from trainers.sampling.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "hf_named_weights"]
 

@@ -13,7 +13,7 @@ raises. `create_app` builds OpenEnv's own FastAPI server (`create_fastapi_app`, 
 WebSocket session endpoints), `serve` runs it with uvicorn on a loopback port in a background
 thread, and `LLMGymEnvClient` is an OpenEnv `EnvClient` (WebSocket session) with typed results.
 
-    from trainers.adapters.openenv import LLMGymEnvClient, TextAction, serve
+    from llm_gym.adapters.openenv import LLMGymEnvClient, TextAction, serve
     with serve("llm/GuessNumber-v0", max_number=16) as base_url:
         with LLMGymEnvClient(base_url=base_url).sync() as env:
             result = env.reset(seed=0)
@@ -39,11 +39,11 @@ try:
     from pydantic import Field
 except ImportError as exc:  # pragma: no cover - exercised only without the package
     raise ImportError(
-        "trainers.adapters.openenv needs the optional dependency `openenv-core` 0.3 "
+        "llm_gym.adapters.openenv needs the optional dependency `openenv-core` 0.3 "
         f"({exc}); install it with: pip install 'openenv-core>=0.3,<0.4' (or its successor `openenv`)"
     ) from exc
 
-from trainers.adapters._common import (
+from llm_gym.adapters._common import (
     float_metrics,
     make_gym_env,
     new_env_messages,

@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from trainers.adapters._common import (
+from llm_gym.adapters._common import (
     dump_knobs,
     episode,
     load_knobs,
@@ -55,7 +55,7 @@ def _require_single_turn(source: Any, env_id: str) -> None:
     if source.card.multi_turn:
         raise ValueError(
             f"{env_id!r} is a multi-turn env; the single-turn TRL path (grpo_dataset / EnvReward) "
-            "grades one completion per prompt. Use trainers.adapters.trl.multi_turn_dataset(...) with "
+            "grades one completion per prompt. Use llm_gym.adapters.trl.multi_turn_dataset(...) with "
             f"GRPOTrainer(environment_factory=environment_factory({env_id!r})) instead"
         )
 
@@ -79,7 +79,7 @@ def grpo_dataset(
     (the seed whose `reset` gives this task), `env_kwargs` (the difficulty knobs as JSON). TRL
     forwards every column except `prompt` to reward functions. Same arguments → same rows.
     """
-    datasets = require("datasets", "trainers.adapters.trl.grpo_dataset")
+    datasets = require("datasets", "llm_gym.adapters.trl.grpo_dataset")
     env_ = text_env(env_id, split=split, **env_kwargs)
     _require_single_turn(env_.source, env_id)
     knobs = dump_knobs(env_kwargs)
@@ -227,7 +227,7 @@ class EnvReward:
         if env_id is None or task_seed is None:
             raise ValueError(
                 "EnvReward needs the `env_id` and `task_seed` columns of each row; build the train "
-                "dataset with trainers.adapters.trl.grpo_dataset(...)"
+                "dataset with llm_gym.adapters.trl.grpo_dataset(...)"
             )
         n = len(completions)
         splits = split if split is not None else ["train"] * n
@@ -266,7 +266,7 @@ def multi_turn_dataset(
     opening observation is appended to it by `TextEnvironment.reset`), `env_id`, `split`,
     `task_seed`, `env_kwargs`.
     """
-    datasets = require("datasets", "trainers.adapters.trl.multi_turn_dataset")
+    datasets = require("datasets", "llm_gym.adapters.trl.multi_turn_dataset")
     text_env(env_id, split=split, **env_kwargs)  # validates the id and knobs now, not mid-training
     knobs = dump_knobs(env_kwargs)
     seeds = task_seeds(seed, n)

@@ -10,7 +10,7 @@ stepped as text, our env's reply is the next user message, the episode return is
 loopback interception server, which records them; no program, `uv` or sandbox). A reply cut off
 by `max_tokens` (`finish_reason == "length"`) is stepped as truncated, as in an llm-gym rollout.
 
-    import trainers.adapters.verifiers as llm_vf
+    import llm_gym.adapters.verifiers as llm_vf
     episodes = llm_vf.evaluate("llm/Math-v0", n=8, model="gpt-4.1-mini",
                                base_url="https://api.openai.com/v1", api_key_var="OPENAI_API_KEY")
     [e.traces[0].rewards["env_reward"].score for e in episodes]
@@ -33,11 +33,11 @@ try:
     from verifiers.v1.runtimes import ProgramResult, SubprocessConfig
 except ImportError as exc:  # pragma: no cover - exercised only without the package
     raise ImportError(
-        "trainers.adapters.verifiers needs the optional dependency `verifiers` 0.4 "
+        "llm_gym.adapters.verifiers needs the optional dependency `verifiers` 0.4 "
         f"({exc}); install it with: pip install 'verifiers>=0.4,<0.5'"
     ) from exc
 
-from trainers.adapters._common import (
+from llm_gym.adapters._common import (
     float_metrics,
     make_gym_env,
     new_env_messages,

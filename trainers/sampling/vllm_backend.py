@@ -1,6 +1,6 @@
 """The trainer's glue to vLLM (`--sampler vllm`): one engine per run, a sampler per step, weight pushes.
 
-`trainers/vllm_sampler.py` holds the sampler and the two engines (colocate: an in-process
+`trainers/sampling/vllm.py` holds the sampler and the two engines (colocate: an in-process
 `vllm.LLM`; server: a `trl vllm-serve` process through TRL's `VLLMClient`) and documents the CPU
 and GPU installs. This module maps a `GRPOConfig` onto them: `get_engine(cfg)` builds the engine
 the first time it is asked and returns the same one afterwards (one per process, so the engine's
@@ -9,7 +9,7 @@ engine first, so engines never pile up); `make_sampler(...)` returns a cheap per
 over it after making sure the engine holds the model's current weights; `sync_weights(cfg, model)`
 is the push the trainer makes after every optimizer step; `close_engine()` ends the run's engine.
 
-Config fields read (the lead adds them to `GRPOConfig`; defaults apply while they are absent):
+Config fields read (defaults apply to a config object without them):
 `vllm_mode` ("colocate" | "server"), `vllm_server_url`, `vllm_max_model_len` (0 = the model's
 `max_position_embeddings`), `vllm_gpu_memory_utilization`.
 """
@@ -76,7 +76,7 @@ def get_engine(cfg: Any):
     if _ENGINE["key"] == key and _ENGINE["engine"] is not None:
         return _ENGINE["engine"]
     close_engine()
-    from trainers.vllm_sampler import ColocateEngine, ServerEngine
+    from trainers.sampling.vllm import ColocateEngine, ServerEngine
 
     if key[0] == "server":
         engine = ServerEngine(key[1], max_model_len=int(_opt(cfg, "vllm_max_model_len", 0)) or None)
@@ -110,7 +110,7 @@ def sync_weights(cfg: Any, model) -> bool:
 def make_sampler(cfg: Any, model, stop_ids, temperature: float, seed: int, max_batch_size: int):
     """A `VLLMSampler` for one step (or one evaluation) over the run's engine, whose weights are
     first brought up to date with `model` (a no-op right after `sync_weights`)."""
-    from trainers.vllm_sampler import VLLMSampler
+    from trainers.sampling.vllm import VLLMSampler
 
     engine = get_engine(cfg)
     engine.sync_weights(_unwrap(model))

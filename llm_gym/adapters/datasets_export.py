@@ -19,7 +19,7 @@ import os
 import sys
 from typing import Any, Sequence
 
-from trainers.adapters._common import dump_knobs, episode, require, task_seeds, text_env
+from llm_gym.adapters._common import dump_knobs, episode, require, task_seeds, text_env
 
 __all__ = ["export_dataset", "write_dataset", "main"]
 

@@ -1,7 +1,7 @@
 """`BatchingCompleter`: the call-gathering half of a batched `TokenCompleter`, shared by the samplers.
 
 Rollouts are plain coroutines that each `await policy(prompt, stop, max_tokens=...)`. A subclass
-(`trainers.sampler.HFSampler`, `trainers.vllm_sampler.VLLMSampler`) says how to validate one call
+(`trainers.sampling.hf.HFSampler`, `trainers.sampling.vllm.VLLMSampler`) says how to validate one call
 (`_make_request`, which returns an object with a `future` attribute) and how to run many at once
 (`_generate(requests) -> results`, in order); this base class queues the calls of one event loop
 and, once every rollout about to call has done so (it yields to the loop until the queue has not

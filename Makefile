@@ -69,14 +69,28 @@ sandbox-deps:
 
 # Test-only venvs: each holds an oracle whose pins conflict with [all] (reason on each).
 
-# The Tinker cookbook's own rollout code running our envs: tinker-cookbook pins transformers<=5.5.4,
-# older than [train]'s, so it gets the env library and the cookbook only.
+# The Tinker cookbook's own rollout code running our envs, and its own unit tests run against
+# llm_gym (tests/conformance/test_cookbook_own_tests.py downloads the matching sdist at test time).
+# tinker-cookbook pins transformers<=5.5.4 (0.5.8), older than [train]'s, so this venv gets the env
+# library and the cookbook only. The cookbook is installed --no-deps and then its own requirements
+# minus tml-renderers: 0.6.x requires tml-renderers>=0.4.1, which is not among the versions
+# reachable here (<=0.2.1), and imports it only lazily (the tml/Kimi renderers), so the same recipe
+# installs 0.5.8 and 0.6.1. `make COOKBOOK_VERSION=0.6.1 test-cookbook` builds it; the default stays
+# 0.5.8 until llm_gym's completers (TokensWithLogprobs.sequence_id / prompt_cache_hit_tokens,
+# `sample`) and rl.interleaved (dataset_utils.cycle_permutation) follow 0.6.1.
 COOKBOOK_VENV ?= .venv-cookbook
+COOKBOOK_VERSION ?= 0.5.8
+COOKBOOK_REQUIREMENTS = import importlib.metadata as m, re; \
+	print("\n".join(r for r in m.requires("tinker-cookbook") or [] \
+	if "extra ==" not in r and not re.match(r"tml[-_]renderers", r)))
 $(COOKBOOK_VENV)/.installed: pyproject.toml scripts/install_torch.py
 	test -x $(COOKBOOK_VENV)/bin/python || $(PYTHON) -m venv $(COOKBOOK_VENV)
 	$(COOKBOOK_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
 	$(INSTALL_TORCH) --python $(COOKBOOK_VENV)/bin/python
-	$(COOKBOOK_VENV)/bin/python $(PIP_INSTALL) -e ".[cookbook]" pytest
+	$(COOKBOOK_VENV)/bin/python $(PIP_INSTALL) --no-deps "tinker-cookbook==$(COOKBOOK_VERSION)"
+	$(COOKBOOK_VENV)/bin/python -c '$(COOKBOOK_REQUIREMENTS)' > $(COOKBOOK_VENV)/cookbook-requirements.txt
+	$(COOKBOOK_VENV)/bin/python $(PIP_INSTALL) -r $(COOKBOOK_VENV)/cookbook-requirements.txt -e ".[cookbook]" pytest
+	$(COOKBOOK_VENV)/bin/python -c "import tinker_cookbook.rl.rollouts, tinker_cookbook.renderers, tinker_cookbook.tool_use"
 	touch $@
 
 test-cookbook: $(COOKBOOK_VENV)/.installed

@@ -8,6 +8,7 @@ and builds supervised examples with per-token loss weights for SFT.
 from __future__ import annotations
 
 import array
+import dataclasses
 import enum
 import logging
 import operator
@@ -50,6 +51,73 @@ class ThinkingPart(TypedDict):
 
     type: Literal["thinking"]
     thinking: str
+
+
+class ImagePart(TypedDict):
+    """An image content part, the cookbook's shape (`image`: a URL / data-URI string or a PIL
+    image). llm_gym's renderers are text-only and raise `RendererError` on it; the type exists so
+    that code naming it (tool results that may carry images, say) imports and type-checks."""
+
+    type: Literal["image"]
+    image: Any
+
+
+_REPLACEMENT_CHAR = "\ufffd"
+
+
+@dataclass
+class Utf8TokenDecoder:
+    """Incremental text from a token stream whose tokens may split a UTF-8 character.
+
+    `decode(new_tokens)` returns the text that became complete (the decode of everything held
+    back so far plus `new_tokens`), or None when all of it still ends inside a character; the
+    incomplete tail (at most `max_held_tokens` tokens) is held for the next call. A tail counts as
+    incomplete when the tokenizer decodes it to U+FFFD, or raises; tokens that stay undecodable
+    past `max_held_tokens` are emitted as they decode, so the held tail stays bounded. `flush()`
+    returns whatever is held, decoded as it is."""
+
+    tokenizer: Any
+    max_held_tokens: int = 8
+    _held: list[int] = dataclasses.field(default_factory=list, repr=False)
+
+    def decode(self, tokens: Sequence[int]) -> str | None:
+        self._held.extend(tokens)
+        if not self._held:
+            return None
+        # The shortest held-back tail that leaves a cleanly decodable head.
+        for keep in range(0, min(len(self._held), self.max_held_tokens) + 1):
+            head = self._held[: len(self._held) - keep]
+            if not head:
+                break
+            text = self._try_decode(head)
+            if text is not None:
+                self._held = self._held[len(head):]
+                return text
+        if len(self._held) > self.max_held_tokens:  # never a character: emit it as it decodes
+            head, self._held = self._held[:-self.max_held_tokens], self._held[-self.max_held_tokens:]
+            return str(self.tokenizer.decode(head))
+        return None
+
+    def flush(self) -> str:
+        held, self._held = self._held, []
+        return str(self.tokenizer.decode(held)) if held else ""
+
+    def _try_decode(self, tokens: list[int]) -> str | None:
+        try:
+            text = str(self.tokenizer.decode(tokens))
+        except Exception:  # a byte-level tokenizer may raise on a split character
+            return None
+        return None if text.endswith(_REPLACEMENT_CHAR) else text
+
+
+def _longest_matching_suffix_prefix(text: str, tag: str) -> int:
+    """Length of the longest proper prefix of `tag` that `text` ends with: while streaming, that
+    many trailing characters may be the start of `tag` and are held back (a whole `tag` is found
+    by search, so the full length never counts)."""
+    for length in range(min(len(text), len(tag) - 1), 0, -1):
+        if text.endswith(tag[:length]):
+            return length
+    return 0
 
 
 # Tool types, as plain values with the cookbook's field names (rendering and parsing tool calls

@@ -40,6 +40,21 @@ DEFAULT_SCALE: dict[str, AdvantageScale] = {
 }
 
 
+class TensorData(np.ndarray):
+    """A `loss_fn_inputs` value: a numpy array that also answers to the names of tinker's
+    `TensorData` (`to_torch()`, `to_numpy()`, `tolist()`), so code written against the cookbook's
+    `datum.loss_fn_inputs["advantages"].to_torch()` keeps working. torch is imported only when
+    `to_torch` is called: `llm_gym` itself stays torch-free."""
+
+    def to_numpy(self) -> np.ndarray:
+        return self.view(np.ndarray)
+
+    def to_torch(self):
+        import torch  # lazy: only a trainer that asks for tensors pays for torch
+
+        return torch.from_numpy(np.ascontiguousarray(self.view(np.ndarray)))
+
+
 @dataclass
 class Datum:
     """One training sequence. `model_input` holds the input tokens (all but the last);
@@ -55,6 +70,8 @@ class Datum:
         for key, arr in self.loss_fn_inputs.items():
             if len(arr) != n:
                 raise ValueError(f"Datum: loss_fn_inputs[{key!r}] has length {len(arr)}, input has {n}")
+            if not isinstance(arr, TensorData):  # a view: no copy
+                self.loss_fn_inputs[key] = np.asarray(arr).view(TensorData)
 
 
 def compute_advantages(

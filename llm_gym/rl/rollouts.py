@@ -25,7 +25,7 @@ from concurrent.futures import Executor
 from contextvars import ContextVar
 from typing import Sequence
 
-from llm_gym.completers import TokenCompleter
+from llm_gym.completers import TinkerTokenCompleter, TokenCompleter
 from llm_gym.exceptions import AllTrajectoriesFailedError
 from llm_gym.rl.rollout_limits import RolloutLimits, TerminationRewardPolicy
 from llm_gym.rl.rollout_runner import TRUNCATION_METRIC_KEY, run_rollout
@@ -184,6 +184,30 @@ async def do_group_rollout_and_filter_constant_reward(
         return await asyncio.get_running_loop().run_in_executor(executor, _run_rollout_task, task)
     return await _filtered_group(sampling_client, env_group_builder,
                                  do_remove_constant_reward_groups, strategy, termination, limits)
+
+
+async def _do_group_rollout_and_filter_constant_reward_impl(
+    sampling_client: object,
+    env_group_builder: EnvGroupBuilder,
+    max_tokens: int,
+    temperature: float,
+    do_remove_constant_reward_groups: bool,
+    enable_logging: bool = True,
+    strategy: RolloutStrategy | None = None,
+    termination: TerminationRewardPolicy | None = None,
+) -> TrajectoryGroup | None:
+    """One group in this process, with the cookbook's private signature (its tests and executor
+    workers call it): a Tinker sampling client is wrapped in `TinkerTokenCompleter(max_tokens,
+    temperature)`, a `TokenCompleter` is used as it is with `max_tokens` capping each turn; then
+    the group is dropped (None) as `do_group_rollout_and_filter_constant_reward` documents."""
+    if isinstance(sampling_client, TokenCompleter):
+        policy: TokenCompleter = sampling_client
+        limits: RolloutLimits | None = RolloutLimits(max_turn_tokens=max_tokens)
+    else:
+        policy = TinkerTokenCompleter(sampling_client, max_tokens=max_tokens, temperature=temperature)
+        limits = None
+    return await _filtered_group(policy, env_group_builder, do_remove_constant_reward_groups,
+                                 strategy or FailFast(), termination, limits)
 
 
 async def _filtered_group(sampling_client, env_group_builder, do_remove_constant_reward_groups,

@@ -4,8 +4,9 @@ the cookbook's `do_group_rollout` (and `do_group_rollout_and_filter_constant_rew
 The group is written once against each library's own `Env` / `EnvGroupBuilder` / `StepResult`
 (and observation type). Faults are injected per make_envs() call and slot: a rollout that raises,
 `make_envs` that raises, a grader (`compute_group_rewards`) that raises, a group that ends below
-`MinViableGroup`'s floor. Each env sleeps a slot-specific time before answering, so completion
-order is deterministic (no timing is asserted). For each case the test compares what each side
+`MinViableGroup`'s floor. Each env sleeps a slot-specific time before answering, on an event loop
+whose clock is virtual (`run`: time moves only while every task waits), so completion order is
+fixed by the sleeps alone, however loaded the machine (no timing is asserted). For each case the test compares what each side
 returns or raises, the order of the trajectories (by the env's tag), the rewards and the
 `RolloutError` records. The cases where we deliberately differ are asserted as such, with the
 reason (see `llm_gym/rl/rollout_strategy.py`'s table).
@@ -18,6 +19,36 @@ import asyncio
 import pytest
 
 from tests.conformance.conftest import require_cookbook
+
+
+class _VirtualClockLoop(asyncio.SelectorEventLoop):
+    """An event loop whose `time()` advances only when nothing is ready to run: a wait for the
+    next timer jumps the clock to it instead of sleeping. Timers fire in deadline order and every
+    task started in the same step starts at the same instant, so which of two sleeping envs
+    finishes first never depends on the machine's load."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = 0.0
+        select = self._selector.select
+
+        def virtual_select(timeout=None):
+            events = select(0)
+            if not events and timeout is not None and timeout > 0:
+                self._now += timeout
+            return events if events or timeout is not None else select(None)
+
+        self._selector.select = virtual_select
+
+    def time(self) -> float:
+        return self._now
+
+
+def run(coro):
+    """`asyncio.run` on a `_VirtualClockLoop` (for the sleeping fault-injection groups; the
+    limit tests measure real time, which the rollout code reads too)."""
+    with asyncio.Runner(loop_factory=_VirtualClockLoop) as runner:
+        return runner.run(coro)
 
 
 class Lib:
@@ -110,7 +141,7 @@ def outcome(lib: Lib, builder, kind: str | None, **kwargs):
     policy = make_policy(lib)
     strat = None if kind is None else strategy(lib, kind, **kwargs)
     try:
-        group = asyncio.run(lib.rollouts.do_group_rollout(builder, policy, strategy=strat))
+        group = run(lib.rollouts.do_group_rollout(builder, policy, strategy=strat))
     except Exception as exc:  # noqa: BLE001 - the outcome under comparison
         return ("raised", type(exc).__name__, str(exc))
     tags = [t.transitions[0].reward for t in group.trajectories_G]
@@ -135,7 +166,7 @@ def wrapped(lib: Lib, builder, kind: str, monkeypatch, remove_constant: bool = F
         monkeypatch.setattr(lib.rollouts, "TinkerTokenCompleter",
                             lambda client, max_tokens, temperature: client)
     try:
-        group = asyncio.run(lib.rollouts.do_group_rollout_and_filter_constant_reward(
+        group = run(lib.rollouts.do_group_rollout_and_filter_constant_reward(
             make_policy(lib), builder, 16, 1.0, remove_constant,
             strategy=strategy(lib, kind, **kwargs)))
     except Exception as exc:  # noqa: BLE001

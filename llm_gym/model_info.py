@@ -53,6 +53,12 @@ class ModelAttributes:
 
 
 _ROLE_COLON = ("role_colon",)
+_DEEPSEEKV4_1 = ("deepseekv4_1", "deepseekv4_1_low_reasoning", "deepseekv4_1_max_reasoning",
+                 "deepseekv4_1_disable_thinking", "deepseekv4_1_preserve_thinking")
+_GLM5_3 = ("glm5_3_max_reasoning", "glm5_3_low_reasoning", "glm5_3_high_reasoning")
+_NEMOTRON3 = ("nemotron3", "nemotron3_disable_thinking", "nemotron3_preserve_thinking")
+_NEMOTRON3_ULTRA = ("nemotron3_ultra", "nemotron3_ultra_disable_thinking",
+                    "nemotron3_ultra_medium_thinking", "nemotron3_ultra_preserve_thinking")
 
 # organization -> [(model version, version_str, size_str, is_chat, recommended renderers, is_vl)].
 _TABLE: dict[str, list[tuple[str, str, str, bool, tuple[str, ...], bool]]] = {
@@ -94,6 +100,8 @@ _TABLE: dict[str, list[tuple[str, str, str, bool, tuple[str, ...], bool]]] = {
     "deepseek-ai": [
         ("DeepSeek-V3.1", "3", "671B-A37B", True, ("deepseekv3", "deepseekv3_thinking"), False),
         ("DeepSeek-V3.1-Base", "3", "671B-A37B", False, _ROLE_COLON, False),
+        ("DeepSeek-V4.1-Flash", "4.1", "552B-A16B", True, _DEEPSEEKV4_1, False),
+        ("DeepSeek-V4.1-Flash-1017", "4.1", "552B-A16B", True, _DEEPSEEKV4_1, False),
     ],
     "openai": [
         ("gpt-oss-20b", "1", "21B-A3.6B", True, ("gpt_oss_no_sysprompt", "gpt_oss_medium_reasoning"), False),
@@ -102,8 +110,30 @@ _TABLE: dict[str, list[tuple[str, str, str, bool, tuple[str, ...], bool]]] = {
     "moonshotai": [
         ("Kimi-K2-Thinking", "K2", "1T-A32B", True, ("kimi_k2",), False),
         ("Kimi-K2.5", "K2.5", "1T-A32B", True, ("kimi_k25", "kimi_k25_disable_thinking"), True),
+        ("Kimi-K2.6", "K2.6", "1T-A32B", True,
+         ("kimi_k26", "kimi_k26_disable_thinking", "kimi_k26_preserve_thinking"), True),
+    ],
+    "zai-org": [
+        ("GLM-5.3", "5.3", "744B-A40B", True, _GLM5_3, False),
+        ("GLM-5.3-Flash", "5.3", "320B-A18B", True, _GLM5_3, False),
+    ],
+    "nvidia": [
+        ("NVIDIA-Nemotron-3-Nano-30B-A3B-BF16", "3", "30B-A3B", True, _NEMOTRON3, False),
+        ("NVIDIA-Nemotron-3-Super-120B-A12B-BF16", "3", "120B-A12B", True,
+         (*_NEMOTRON3, "nemotron3_low_thinking"), False),
+        ("NVIDIA-Nemotron-3-Ultra-550B-A55B-BF16", "3", "550B-A55B", True, _NEMOTRON3_ULTRA, False),
+        # Lightning uses the Ultra chat format, without its medium-thinking variant.
+        ("NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16", "3.5", "30B-A3B", True,
+         tuple(r for r in _NEMOTRON3_ULTRA if r != "nemotron3_ultra_medium_thinking"), False),
+        ("NVIDIA-Nemotron-3.5-Super-VL-120B-A12B-BF16", "3.5", "120B-A12B", True, _NEMOTRON3_ULTRA, True),
     ],
 }
+
+# Thinking Machines' Inkling models (rendered by the separate `tml_renderers` package): they take
+# images and audio. An `Inkling*` id not listed here gets the same renderer and modalities.
+_INKLING_ORG = "thinkingmachines"
+_INKLING = {"Inkling": ("1", "975B-A41B"), "Inkling-Small": ("1", "276B-A12B")}
+_TML_V0 = ("tml_v0",)
 
 
 @cache
@@ -123,6 +153,12 @@ def get_model_attributes(model_name: str) -> ModelAttributes:
     model_name = model_name.split(":", 1)[0]
     if "/" not in model_name:
         raise ValueError(f"Model name must be in 'org/model' format, got {model_name!r}")
+    org, version = model_name.split("/", 1)
+    if org == _INKLING_ORG and version.startswith("Inkling"):
+        # An untabled Inkling id resolves too (size and version unknown: the id stands for both),
+        # so a new Inkling works before it is listed.
+        version_str, size_str = _INKLING.get(version, (version, version))
+        return ModelAttributes(org, version_str, size_str, True, _TML_V0, is_vl=True, is_audio_in=True)
     try:
         return _models()[model_name]
     except KeyError:

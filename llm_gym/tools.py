@@ -79,15 +79,19 @@ class Tool(Protocol):
     def to_spec(self) -> ToolSpec: ...
 
 
-def simple_tool_result(content: str, *, call_id: str | None = None, name: str | None = None,
-                       should_stop: bool = False, metrics: dict[str, float] | None = None) -> ToolResult:
-    """A `ToolResult` holding one `tool` message with `content`."""
+def simple_tool_result(content: str | list[Any], *, call_id: str | None = None, name: str | None = None,
+                       should_stop: bool = False, metrics: dict[str, float] | None = None,
+                       metadata: dict[str, Any] | None = None) -> ToolResult:
+    """A `ToolResult` holding one `tool` message with `content`: a string, or a list of content
+    parts (text, images) for a multimodal result; `metadata` is kept for debugging, not shown
+    to the model."""
     message = Message(role="tool", content=content)
     if call_id is not None:
         message["tool_call_id"] = call_id
     if name is not None:
         message["name"] = name
-    return ToolResult(messages=[message], should_stop=should_stop, metrics=dict(metrics or {}))
+    return ToolResult(messages=[message], should_stop=should_stop, metrics=dict(metrics or {}),
+                      metadata=dict(metadata or {}))
 
 
 def error_tool_result(error: str, *, call_id: str | None = None, name: str | None = None,

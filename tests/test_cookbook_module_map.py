@@ -158,3 +158,190 @@ def test_group_rollout_impl_filters_constant_groups_and_caps_tokens():
     assert policy.max_tokens_seen and all(m is not None and m <= 5 for m in policy.max_tokens_seen)
     assert asyncio.run(run(policy, _Group([1.0, 1.0]), max_tokens=5, temperature=1.0,
                            do_remove_constant_reward_groups=True)) is None
+
+
+# --- model_info: the cookbook's newer model families ------------------------------------------
+
+def test_model_info_knows_the_newer_families_and_untabled_inkling_ids():
+    from llm_gym.model_info import get_model_attributes, get_recommended_renderer_names
+
+    glm = get_model_attributes("zai-org/GLM-5.3-Flash:peft:262144")
+    assert (glm.version_str, glm.size_str, glm.is_chat) == ("5.3", "320B-A18B", True)
+    assert get_recommended_renderer_names("zai-org/GLM-5.3")[0] == "glm5_3_max_reasoning"
+    lightning = get_recommended_renderer_names("nvidia/NVIDIA-Nemotron-3.5-Lightning-30B-A3B-BF16")
+    assert lightning[0] == "nemotron3_ultra" and "nemotron3_ultra_medium_thinking" not in lightning
+    assert get_model_attributes("nvidia/NVIDIA-Nemotron-3.5-Super-VL-120B-A12B-BF16").is_vl
+    assert get_recommended_renderer_names("deepseek-ai/DeepSeek-V4.1-Flash-1017")[0] == "deepseekv4_1"
+    small = get_model_attributes("thinkingmachines/Inkling-Small")
+    assert (small.size_str, small.is_vl, small.is_audio_in) == ("276B-A12B", True, True)
+    future = get_model_attributes("thinkingmachines/Inkling-9")  # not tabled: prefix defaults
+    assert (future.version_str, future.recommended_renderers) == ("Inkling-9", ("tml_v0",))
+    with pytest.raises(KeyError):
+        get_model_attributes("thinkingmachines/Other")
+
+
+# --- tokenizer_utils: the cookbook's loading rules, local only ---------------------------------
+
+def test_get_hf_tokenizer_applies_trust_remote_code_rules(monkeypatch):
+    pytest.importorskip("transformers")
+    from unittest import mock
+
+    from llm_gym import tokenizer_utils
+
+    calls = []
+    fake = mock.MagicMock()
+    fake.from_pretrained.side_effect = lambda name, **kw: calls.append((name, kw)) or f"tok:{name}"
+    monkeypatch.setattr("transformers.models.auto.tokenization_auto.AutoTokenizer", fake)
+    monkeypatch.setattr(tokenizer_utils, "_hub_offline", lambda: True)
+    tokenizer_utils._get_hf_tokenizer.cache_clear()
+    try:
+        monkeypatch.setenv("HF_TRUST_REMOTE_CODE", "yes")
+        assert tokenizer_utils.get_tokenizer("org/a:ckpt") == "tok:org/a"
+        monkeypatch.setenv("HF_TRUST_REMOTE_CODE", "0")
+        tokenizer_utils.get_tokenizer("org/b")
+        tokenizer_utils.get_tokenizer("nvidia/NVIDIA-Nemotron-3.5-Super-VL-120B-A12B-BF16")
+        monkeypatch.setattr(tokenizer_utils, "_hub_offline", lambda: False)
+        tokenizer_utils.get_tokenizer("org/c")  # hub online: never download anyway
+    finally:
+        tokenizer_utils._get_hf_tokenizer.cache_clear()
+    assert calls == [
+        ("org/a", {"trust_remote_code": True}),
+        ("org/b", {}),
+        ("nvidia/NVIDIA-Nemotron-3.5-Super-VL-120B-A12B-BF16", {"trust_remote_code": False}),
+        ("org/c", {"local_files_only": True}),
+    ]
+    assert tokenizer_utils.get_tokenizer("byte").decode([104, 105]) == "hi"
+
+
+def test_tml_renderers_source_dir_is_used_or_rolled_back(monkeypatch, tmp_path):
+    from llm_gym import tokenizer_utils
+
+    (tmp_path / "tml_renderers").mkdir()
+    monkeypatch.setenv("TML_RENDERERS_SOURCE_DIR", str(tmp_path))
+    monkeypatch.setattr(tokenizer_utils.importlib.util, "find_spec", lambda name: None)
+    before = list(sys.path)
+    with pytest.raises(ModuleNotFoundError, match="TML_RENDERERS_SOURCE_DIR"):
+        tokenizer_utils.ensure_tml_renderers_importable()
+    assert sys.path == before
+    # found once the folder is on sys.path: the folder stays there
+    monkeypatch.setattr(tokenizer_utils.importlib.util, "find_spec",
+                        lambda name: object() if str(tmp_path) in sys.path else None)
+    try:
+        tokenizer_utils.ensure_tml_renderers_importable()
+        assert sys.path[0] == str(tmp_path)
+    finally:
+        sys.path[:] = before
+
+
+# --- tool envs: model defaults, reserved modes, multimodal results -----------------------------
+
+def _tool_env(**kwargs):
+    from llm_gym.renderers import get_renderer
+    from llm_gym.tool_use import build_agent_tool_env
+    from llm_gym.tokenizers import load_tokenizer
+
+    async def reward(history):
+        return 0.0, {}
+
+    return build_agent_tool_env(get_renderer("role_colon", load_tokenizer("byte")), [],
+                                [{"role": "user", "content": "hi"}], reward, **kwargs)
+
+
+def test_build_agent_tool_env_resolves_the_model_default_config():
+    from llm_gym.rl.rollout_presets import agentic, simple
+
+    inkling = _tool_env(model_name="thinkingmachines/Inkling:peft:131072")
+    assert inkling.rollout_limits == agentic().limits and inkling.terminate_on_length is False
+    assert inkling.message_env.max_turns == agentic().limits.max_turns
+    other = _tool_env(model_name="Qwen/Qwen3-8B")
+    assert other.message_env.max_turns == 5 and other.terminate_on_length is True
+    explicit = _tool_env(model_name="thinkingmachines/Inkling", rollout_config=simple())
+    assert explicit.message_env.max_turns == 5  # an explicit config wins over the model default
+
+
+def test_concurrent_safe_tool_execution_is_reserved():
+    from llm_gym.tool_use import AgentToolMessageEnv
+
+    async def reward(history):
+        return 0.0, {}
+
+    with pytest.raises(NotImplementedError, match="concurrent_safe"):
+        AgentToolMessageEnv([], [], 5, reward, tool_execution="concurrent_safe")
+
+
+def test_simple_tool_result_keeps_metadata_and_logs_images_as_placeholders():
+    from llm_gym.rl.tool_env import _content_for_log
+    from llm_gym.tool_use import simple_tool_result
+
+    class FakeImage:
+        size, mode = (4, 3), "RGB"
+
+    parts = [{"type": "text", "text": "shot"}, {"type": "image", "image": FakeImage()},
+             {"type": "image", "image": "http://x/y.png"}]
+    result = simple_tool_result(parts, call_id="c1", metadata={"source": "browser"})
+    assert result.metadata == {"source": "browser"} and result.messages[0]["content"] == parts
+    assert _content_for_log(parts) == "shot\n<image>Image(4x3, RGB)</image>\n<image>http://x/y.png</image>"
+
+
+# --- rollout runner: the between-turns deadline is hook-clearable ------------------------------
+
+def test_a_hook_that_clears_the_between_turns_timeout_lets_the_episode_finish():
+    import time
+
+    from llm_gym.rl.rollout_limits import RolloutLimits
+    from llm_gym.rl.rollout_runner import RolloutHooks, run_rollout
+
+    class SlowEnv(Env):
+        steps = 0
+
+        async def initial_observation(self):
+            return ModelInput.from_ints([1]), []
+
+        async def step(self, action):
+            time.sleep(0.05)  # blocks: the deadline passes between turns
+            self.steps += 1
+            return StepResult(1.0, self.steps >= 2, ModelInput.from_ints([1]), [])
+
+    class Policy(TokenCompleter):
+        async def __call__(self, ob, stop, *, max_tokens=None):
+            return TokensWithLogprobs([7], [0.0])
+
+    class Clear(RolloutHooks):
+        seen: list[str] = []
+
+        async def on_stop_reason(self, reason, state):
+            self.seen.append(reason)
+            return None if reason == "rollout_timeout" else reason
+
+    hooks = Clear()
+    traj = asyncio.run(run_rollout(Policy(), SlowEnv(), limits=RolloutLimits(rollout_timeout_seconds=0.02),
+                                   hooks=hooks))
+    assert hooks.seen[0] == "rollout_timeout" and len(traj.transitions) == 2
+    timed_out = asyncio.run(run_rollout(Policy(), SlowEnv(), limits=RolloutLimits(rollout_timeout_seconds=0.02)))
+    assert timed_out.stop_reason == "rollout_timeout" and len(timed_out.transitions) == 1
+
+
+# --- play_w_env: a person types the actions ----------------------------------------------------
+
+def test_play_env_rolls_out_typed_actions(monkeypatch, capsys):
+    import inspect
+
+    from llm_gym.rl.play_w_env import ManualPolicy, play_env
+    from llm_gym.tokenizers import load_tokenizer
+
+    typed = iter(["ab", "", ""])  # multiline: two blank lines end the action
+    monkeypatch.setattr("builtins.input", lambda prompt="": next(typed))
+
+    class EchoEnv(Env):
+        async def initial_observation(self):
+            return ModelInput.from_ints(list(b"say")), []
+
+        async def step(self, action):
+            return StepResult(float(bytes(action) == b"ab"), True, ModelInput.empty(), [])
+
+    traj = asyncio.run(play_env(EchoEnv(), load_tokenizer("byte")))
+    assert traj.transitions[0].ac.tokens == list(b"ab") and traj.transitions[0].reward == 1.0
+    out = capsys.readouterr().out
+    assert "say" in out and "Total reward: 1.0" in out
+    param = inspect.signature(ManualPolicy.__call__).parameters["max_tokens"]
+    assert param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is None

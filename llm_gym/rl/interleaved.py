@@ -60,7 +60,7 @@ class _InterleavedRLDataset(RLDataset):
         total = sum(weights)
         self._weights = [w / total for w in weights]
         self._batch_width: list[int] = []  # groups in each source's batch 0
-        self._num_groups: list[int] = []  # groups in each source, all batches
+        self._source_total_groups: list[int] = []  # groups in each source, all batches
         for i, source in enumerate(self._sources):
             if len(source) == 0:
                 raise ValueError(f"Source {i} has 0 batches — all sources must be non-empty")
@@ -72,11 +72,11 @@ class _InterleavedRLDataset(RLDataset):
                 )
             last = width if len(source) == 1 else len(source.get_batch(len(source) - 1))
             self._batch_width.append(width)
-            self._num_groups.append((len(source) - 1) * width + last)
+            self._source_total_groups.append((len(source) - 1) * width + last)
         if total_batches is None:
             # Stop when the source that runs out first, in expectation, has been used once.
             total_batches = max(1, min(
-                int(n / (w * groups_per_batch)) for n, w in zip(self._num_groups, self._weights)
+                int(n / (w * groups_per_batch)) for n, w in zip(self._source_total_groups, self._weights)
             ))
             logger.info(f"InterleavedRLDataset: total_batches not set, using {total_batches}")
         self._total_batches = total_batches
@@ -91,15 +91,15 @@ class _InterleavedRLDataset(RLDataset):
             return order
 
         n_sources = len(self._sources)
-        orders = [shuffled(n) for n in self._num_groups]
+        orders = [shuffled(n) for n in self._source_total_groups]
         next_pos = [0] * n_sources
         schedule = []
         for _ in range(self._total_batches):
             batch = []
             for _ in range(self._groups_per_batch):
                 src = rng.choices(range(n_sources), weights=self._weights, k=1)[0]
-                if next_pos[src] >= self._num_groups[src]:  # a pass is over: reshuffle
-                    orders[src] = shuffled(self._num_groups[src])
+                if next_pos[src] >= self._source_total_groups[src]:  # a pass is over: reshuffle
+                    orders[src] = shuffled(self._source_total_groups[src])
                     next_pos[src] = 0
                 batch.append((src, orders[src][next_pos[src]]))
                 next_pos[src] += 1

@@ -24,6 +24,9 @@ Deliberate differences from the cookbook:
   `CANCEL_GRACE_S` rather than awaited (issue 8); a `TimeoutError` raised by the policy or env
   itself propagates like any error instead of being read as the rollout deadline.
 - Wrong return types from the env or policy raise TypeError naming the culprit.
+- The between-turns deadline check goes through `on_stop_reason` as in the cookbook, but a hook
+  that clears it lifts the deadline for the rest of the episode (the cookbook's outer timeout
+  would still cancel the next call that suspends).
 - The deadline bounds each env/policy/hook call in the loop; `on_grade` / `on_artifacts` run
   after the loop, unbounded (the cookbook runs them inside its timeout scope except on the
   timeout path itself).
@@ -126,7 +129,8 @@ class RolloutHooks(Protocol):
 
     async def on_stop_reason(self, reason: str, state: RolloutState) -> str | None:
         """A stop is about to end the rollout: return `reason` to accept it, another string to
-        record instead, or None to clear it and go on. Not asked for the hard deadline."""
+        record instead, or None to clear it and go on. Asked for the between-turns deadline check
+        (clearing it lifts the deadline), not when a call is cut off by the deadline."""
         return reason
 
     async def on_grade(self, state: RolloutState) -> None:
@@ -366,6 +370,15 @@ class _RolloutRun:
         env_name = type(self.env).__name__
         while True:
             reason = self._pre_turn_stop()
+            if reason == StopReason.ROLLOUT_TIMEOUT:
+                # The between-turns deadline check asks the hooks too (unbounded: the deadline
+                # is what they are asked about); one that clears it lifts the deadline.
+                resolved = reason if self.hooks is None else await self.hooks.on_stop_reason(
+                    str(reason), self._state())
+                if resolved is not None:
+                    return await self._runner_stop(str(resolved))
+                self.deadline = None
+                reason = self._pre_turn_stop()
             if reason is not None:
                 resolved = await self._resolve(reason)
                 if resolved is not None:

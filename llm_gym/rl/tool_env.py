@@ -34,6 +34,7 @@ from llm_gym.renderers.tools import with_tools
 from llm_gym.rl import types
 from llm_gym.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
 from llm_gym.rl.rollout_limits import ParseErrorPolicy, RolloutLimits, TerminationRewardPolicy
+from llm_gym.rl.rollout_presets import default_rollout_config_for_model
 from llm_gym.tools import Tool, ToolResult, error_tool_result, handle_tool_call
 
 logger = logging.getLogger(__name__)
@@ -85,6 +86,11 @@ class AgentToolMessageEnv(MessageEnv):
     ) -> None:
         if isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1:
             raise ValueError(f"max_turns must be a positive int, got {max_turns!r}")
+        if tool_execution == "concurrent_safe":
+            raise NotImplementedError(
+                "tool_execution='concurrent_safe' is reserved (tools carry no concurrency-safety marker "
+                "to split on yet); use 'parallel' or 'sequential'"
+            )
         if tool_execution not in TOOL_EXECUTIONS:
             raise ValueError(f"tool_execution must be one of {TOOL_EXECUTIONS}, got {tool_execution!r}")
         if max_tool_calls is not None and (isinstance(max_tool_calls, bool) or max_tool_calls < 0):
@@ -228,7 +234,7 @@ class AgentToolMessageEnv(MessageEnv):
             added = await self._handle_tool_calls(to_run, run_ids)
             self._tool_calls_made += len(to_run)
             for i, m in enumerate(added):
-                logs[f"tool_result_{i}"] = get_text_content(m)[:PARSE_FAILURE_DETAIL_MAX_CHARS]
+                logs[f"tool_result_{i}"] = _content_for_log(m["content"])[:PARSE_FAILURE_DETAIL_MAX_CHARS]
 
         answered = not calls
         done = answered or max_turns_reached or self._should_stop or capped
@@ -292,6 +298,29 @@ class AgentToolMessageEnv(MessageEnv):
         return MessageStepResult(policy.terminal_reward, True, self.history, metrics, logs)
 
 
+def _content_for_log(content: Any) -> str:
+    """A message's content as one log line: text as is, thinking as `<think>...</think>`, an
+    image as `<image>URL</image>` or `<image>Image(WxH, mode)</image>` (never its pixels)."""
+    if isinstance(content, str):
+        return content
+    pieces = []
+    for part in content:
+        kind = part.get("type")
+        if kind == "text":
+            pieces.append(part["text"])
+        elif kind == "thinking":
+            pieces.append(f"<think>{part['thinking']}</think>")
+        elif kind == "image":
+            image = part.get("image")
+            size, mode = getattr(image, "size", None), getattr(image, "mode", None)
+            shown = image if isinstance(image, str) else (
+                f"Image({size[0]}x{size[1]}, {mode})" if size and mode else type(image).__name__)
+            pieces.append(f"<image>{shown}</image>")
+        else:
+            pieces.append(f"<{kind}>")
+    return "\n".join(pieces)
+
+
 def build_agent_tool_env(
     renderer: Renderer,
     tools: Sequence[Tool],
@@ -299,6 +328,7 @@ def build_agent_tool_env(
     reward_fn: RewardFn,
     *,
     rollout_config: Any = None,
+    model_name: str | None = None,
     max_turns: int | None = None,
     failed_parse_reward: float = -0.1,
     terminate_on_parse_error: bool = True,
@@ -318,12 +348,17 @@ def build_agent_tool_env(
     `rollout_config` (a `llm_gym.rl.rollout_presets.RolloutConfig`) supplies `max_turns`,
     `max_tool_calls` (tighter cap wins), the parse-error policy, tool execution order and grader
     policy where the keywords do not; with a cumulative token budget in it the env defaults to
-    `terminate_on_length=False` (the runner owns length stops). `max_turns` defaults to 5.
+    `terminate_on_length=False` (the runner owns length stops). Without `rollout_config`,
+    `model_name` picks the model's default (`default_rollout_config_for_model`: agentic for
+    Inkling models, simple otherwise); pass `rollout_config=simple()` to opt out. `max_turns`
+    defaults to 5.
     `declare_tools=True` renders with `with_tools(renderer, specs)`, so the prompt lists the tools
     (pass False when `initial_messages` already declare them). Returns the token-level env; its
     `message_env` is the `AgentToolMessageEnv`.
     """
     cfg = rollout_config
+    if cfg is None and model_name is not None:
+        cfg = default_rollout_config_for_model(model_name)
     limits: RolloutLimits | None = getattr(cfg, "limits", None)
     if max_turns is None:
         max_turns = limits.max_turns if limits is not None and limits.max_turns is not None else 5
@@ -337,11 +372,6 @@ def build_agent_tool_env(
         )
         terminate_on_length = not runner_owns_length
     tool_execution = getattr(cfg, "tool_execution", "parallel")
-    if tool_execution == "concurrent_safe":
-        raise NotImplementedError(
-            "tool_execution='concurrent_safe' is reserved (tools carry no concurrency-safety marker); "
-            "use 'parallel' or 'sequential'"
-        )
     message_env = AgentToolMessageEnv(
         tools, initial_messages, max_turns, reward_fn,
         failed_parse_reward=failed_parse_reward, terminate_on_parse_error=terminate_on_parse_error,

@@ -73,16 +73,23 @@ EXCLUDED_FILES = {
     "rl/cost_metrics_test.py": "the training loop's billing (hosted service cost metrics)",
     "rl/discarded_group_cost_test.py": "the training loop's billing (hosted service cost metrics)",
     "rl/kl_scoring_test.py": "KL scoring through the hosted service's sampling client",
+    "rl/shutdown_test.py": "the chz training loop's shutdown helpers (imports rl.train)",
+    "renderers/parsing_test.py": "imports 7 model-specific renderer modules (qwen3, deepseek_v3, gpt_oss, kimi_k2, "
+        "...) at module level, which llm_gym does not have (built from their hub tokenizers; files above)",
 }
 # Single tests of otherwise in-scope files, with the reason.
 EXCLUDED_TESTS = {
     "rl/builder_pickle_test.py::TestProblemGroupBuilderPickle": "builds a renderer from a hub tokenizer",
     "rl/builder_pickle_test.py::TestRolloutTask": "builds a renderer from a hub tokenizer",
+    "rl/rollout_presets_test.py::TestTrainerDefaultResolution": "resolves through rl.train.Config (the chz training loop)",
+    "rl/termination_reward_test.py::TestTrainerWiring": "inspects rl.train's call sites (the chz training loop)",
+    "exceptions_test.py::test_sandbox_terminated_error_is_sandbox_error":
+        "checks tinker_cookbook.sandbox's own class (not mirrored: llm_gym.sandbox is ours) against llm_gym's SandboxError",
 }
 
 # The measured pass rate (passed / in scope) on tinker-cookbook 0.5.8's tests (200 / 462 before the
-# module map of issue 22); raise it when it rises.
-MIN_PASS_RATE = 0.82  # 380 / 462 measured; the issue asks for 0.95
+# module map of issue 22), less ~2 points for tests that may flip with load; raise it when it rises.
+MIN_PASS_RATE = 0.93  # 416 / 437 (95.2%) measured twice; the issue asks for 0.95
 
 
 def _in_scope_files(sdist: Path) -> list[str]:

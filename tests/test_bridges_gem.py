@@ -115,7 +115,8 @@ def test_solving_scores_one_and_a_format_error_scores_gems_penalty():
 # --- cards: a played example episode -------------------------------------------------------------
 @pytest.mark.parametrize("env_id", list(GEM.entries))
 def test_every_card_has_a_played_example_and_documents_every_knob(env_id):
-    from llm_gym.cli_check import _card_problems, _resolve_target
+    from llm_gym.checks.card import _card_problems
+    from llm_gym.checks.common import _resolve_target
 
     source = gym.make(env_id).unwrapped.source  # construction resets nothing (slow ids too)
     state = random.getstate(), np.random.get_state()[1].tobytes()

@@ -121,7 +121,7 @@ def test_the_answer_policy_pays_one_answer_and_never_one_of_several(env_id):
 
 @pytest.mark.parametrize("env_id", sampled(IDS, 3))
 def test_llm_gym_check_plays_the_reference_answers_and_the_adversarial_row(env_id):
-    from llm_gym.cli_check import check_env_id
+    from llm_gym.checks import check_env_id
 
     rows = {r.name: r for r in check_env_id(env_id, only=["scripted", "adversarial"], seeds=2)}
     if bridge.REASONING_GYM.entries[env_id]["dataset"] in _NO_REFERENCE:
@@ -198,7 +198,8 @@ def test_card_is_built_from_the_dataset():
 @pytest.mark.parametrize("env_id", sampled(IDS, 12))
 def test_every_card_has_an_example_of_the_dataset_and_its_reference_answer(env_id):
     from llm_gym.bridges._example import clip
-    from llm_gym.cli_check import _card_problems, _resolve_target
+    from llm_gym.checks.card import _card_problems
+    from llm_gym.checks.common import _resolve_target
 
     source = gym.make(env_id).unwrapped.source
     card = source.card

@@ -97,7 +97,8 @@ def test_dataset_is_required_and_splits_are_kept(dataset):
 
 @pytest.mark.parametrize("env_id", IDS)
 def test_every_card_has_an_example_played_on_the_first_row(env_id, dataset):
-    from llm_gym.cli_check import _card_problems, _resolve_target
+    from llm_gym.checks.card import _card_problems
+    from llm_gym.checks.common import _resolve_target
 
     source = gym.make(env_id, dataset=dataset).unwrapped.source
     card = source.card

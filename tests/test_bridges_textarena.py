@@ -193,7 +193,8 @@ def _example_ok(card, max_chars=800):
 
 @pytest.mark.parametrize("env_id", sampled(IDS, 8))
 def test_every_card_has_a_played_example_and_documents_every_knob(env_id):
-    from llm_gym.cli_check import _card_problems, _resolve_target
+    from llm_gym.checks.card import _card_problems
+    from llm_gym.checks.common import _resolve_target
 
     env = gym.make(env_id)
     source = env.unwrapped.source

@@ -16,7 +16,7 @@ import pytest
 import llm_gym  # noqa: F401 - registers the catalog
 from llm_gym import get_renderer, load_tokenizer
 from llm_gym.checks.adversarial import ALTERNATIVES, WORKING, _degenerate, _mutate, audit_source
-from llm_gym.cli_list import registered_envs
+from llm_gym.cli.list import registered_envs
 from tests._fast import sampled
 
 OPEN: dict[str, str] = {}  # id -> the class its reader still fails (issue 21): none today
@@ -42,7 +42,7 @@ def _native_ids() -> list:
 
 
 def _audit(env_id: str):
-    from llm_gym.cli_check import _TEXT_ENV_OPTIONS
+    from llm_gym.checks.common import _TEXT_ENV_OPTIONS
 
     kwargs = dict(gym.registry[env_id].kwargs)
     module, name = str(kwargs.pop("source")).split(":")

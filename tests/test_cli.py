@@ -32,6 +32,16 @@ def test_help_and_unknown_command(capsys):
     assert "Did you mean 'train'" in capsys.readouterr().err
 
 
+def test_dispatch_still_works_after_the_list_command_ran(capsys):
+    # Running `llm-gym list` imports the submodule llm_gym.cli.list, which then shadows the
+    # builtin `list` in the package's namespace: the dispatcher must not depend on that builtin.
+    assert cli.main(["list", "NoSuchIdAtAll"]) == 0
+    assert isinstance(cli.list, type(cli))
+    assert cli.main(["trian"]) == 2
+    assert "Did you mean 'train'" in capsys.readouterr().err
+    assert cli.main(["--help"]) == 0
+
+
 @pytest.mark.parametrize("argv, message", [
     (["--group-size", "1"], "--group-size 2"),
     (["--env", "llm/Mat-v0"], "llm/Math-v0"),

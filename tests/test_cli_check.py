@@ -17,7 +17,8 @@ import pytest
 
 import llm_gym
 from llm_gym import cli
-from llm_gym.cli_check import CHECK_NAMES, check_env_id, check_main
+from llm_gym.checks import CHECK_NAMES, check_env_id
+from llm_gym.cli.check import check_main
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading import extract_single_integer, grade_numeric
 from llm_gym.renderers import Message
@@ -307,8 +308,8 @@ def rows_of(env_id: str, **kwargs) -> dict[str, Any]:
 
 
 def test_the_commands_are_registered():
-    assert cli.COMMANDS["check"] == "llm_gym.cli_check:check_main"
-    assert cli.COMMANDS["new"] == "llm_gym.cli_new:new_main"
+    assert cli.COMMANDS["check"] == "llm_gym.cli.check:check_main"
+    assert cli.COMMANDS["new"] == "llm_gym.cli.new:new_main"
     assert "check" in cli.SUMMARIES and "new" in cli.SUMMARIES
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import llm_gym
 from llm_gym import cli
-from llm_gym.cli_new import FAMILIES, names_for, new_main
+from llm_gym.cli.new import FAMILIES, names_for, new_main
 
 REPO = Path(__file__).resolve().parents[1]
 KINDS = {  # NAME -> (family, multi-turn)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from llm_gym import cli
-from llm_gym.cli_new import names_for
+from llm_gym.cli.new import names_for
 
 REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "writing-an-env.md"

@@ -1,6 +1,7 @@
-"""`llm-gym doctor` (llm_gym/doctor.py) and the CLI's one-line answer when a command's extra is
-missing: extras read from llm-gym's metadata, ids per source and every unregistered id with its
-reason and extra, the exit status, and which checks import torch."""
+"""`llm-gym doctor` (the library llm_gym/doctor.py, the command llm_gym/cli/doctor.py) and the
+CLI's one-line answer when a command's extra is missing: extras read from llm-gym's metadata, ids
+per source and every unregistered id with its reason and extra, the exit status, and which checks
+import torch."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 import llm_gym  # noqa: F401 - registers the ids
 from llm_gym import cli, doctor
+from llm_gym.cli import doctor as doctor_cli
 from llm_gym.bridges import BRIDGES, Bridge
 from llm_gym.registration import catalog_specs
 
@@ -198,7 +200,7 @@ def test_a_torch_that_fails_to_import_is_a_problem(monkeypatch):
     assert not report["ok"]
     assert any(p.startswith("torch is installed but fails to import: OSError: libcudart")
                for p in report["problems"])
-    assert "torch: installed but fails to import (OSError" in doctor._format(report)
+    assert "torch: installed but fails to import (OSError" in doctor_cli._format(report)
 
 
 def test_doctor_without_torch_says_so_and_imports_no_bridged_library():
@@ -257,4 +259,4 @@ def test_only_third_party_modules_are_caught(tmp_path, monkeypatch, capsys):
     with pytest.raises(ModuleNotFoundError):
         cli.main(["list"])
     assert "doctor" in cli.COMMANDS and "doctor" in cli.SUMMARIES
-    assert cli.resolve("doctor") is doctor.doctor_main
+    assert cli.resolve("doctor") is doctor_cli.doctor_main

@@ -447,7 +447,7 @@ def test_gym_make_plays_a_game(registered, sources):
 
 @pytest.mark.slow
 def test_llm_gym_check_passes(registered, sources, capsys):
-    from llm_gym.cli_check import check_main
+    from llm_gym.cli.check import check_main
 
     code = check_main([registered])
     out = capsys.readouterr().out

@@ -21,15 +21,16 @@ What applies follows the card's `answer_form`: "one answer" and "program" get al
 classes; "exact text" (the whole reply is the answer, verbatim: a program's predicted output)
 the alternatives and the degenerate replies, not the working (any prose would be part of the
 answer); "free text" (the reply is the product: instructions, preference) only the degenerate
-one. `llm-gym check` shows the result as its `adversarial` row; nothing here imports a CLI.
+one. `_check_adversarial` turns the audit into `llm-gym check`'s `adversarial` row.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
+from llm_gym.checks.common import CheckRow, _Target
 from llm_gym.grading.numeric import _parse_number_words
 from llm_gym.scripted import ScriptedCase, run_scripted_case
 
@@ -222,3 +223,24 @@ def audit_source(
                 check("false credit", f"degenerate: {name}",
                       _replay(source, case, seed, replies, None, every=junk))
     return report
+
+
+def _check_adversarial(target: _Target, env, seeds: Sequence[int]) -> CheckRow:
+    source = env.unwrapped.source
+    cls, renderer = type(source), source.renderer
+    form = getattr(source.card, "answer_form", "one answer")
+    report = audit_source(lambda knobs: cls(renderer=renderer, split="train",
+                                            **{**target.knobs, **knobs}),
+                          list(seeds), answer_form=form)
+    data = {"answer_form": form, "runs": report.runs, "false_credits": report.false_credits,
+            "false_denials": report.false_denials,
+            "findings": [str(f) for f in report.findings[:20]], "skipped": report.skipped[:5]}
+    if report.findings:
+        return CheckRow("adversarial", "fail", f"{report.false_credits} false credits, "
+                        f"{report.false_denials} false denials in {report.runs} runs: "
+                        f"{report.findings[0]}", data)
+    if not report.runs:
+        return CheckRow("adversarial", "skip", "no gold case could be played: "
+                        + ("; ".join(report.skipped[:2]) or "none declared"), data)
+    return CheckRow("adversarial", "pass", f"{report.runs} replies ({form}): no false credit, "
+                    "no false denial", data)

@@ -1,6 +1,6 @@
 """Templates for `llm-gym new`: the files of a scaffolded env package, as Python strings.
 
-Each template is a module with a `FILES` dict {relative path: text}; `llm_gym.cli_new` fills the
+Each template is a module with a `FILES` dict {relative path: text}; `llm_gym.cli.new` fills the
 placeholders (`__NAME__` the package's short name, `__PKG__` its import name, `__CLASS__` the
 CamelCase task name, `__ENV_ID__`, `__FAMILY__`, `__DIST__` the distribution name,
 `__LLM_GYM_VERSION__` the running `llm_gym.__version__`, the least llm-gym the package requires)

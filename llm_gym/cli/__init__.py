@@ -2,10 +2,12 @@
 
 Each subcommand is a string `"module:function"` in `COMMANDS`, imported only when it runs, so
 `llm-gym --help` (and `import llm_gym.cli`) never imports torch or transformers. A subcommand
-function takes the remaining argv list and returns an exit code. Adding one (e.g. `export`) is one
-line in `COMMANDS`. A command whose third-party dependencies are missing (`train` without torch)
-prints one line naming the missing module and the extra in `EXTRAS` that installs it, and exits 2;
-a missing module of llm-gym's own packages is a bug and raises.
+function takes the remaining argv list and returns an exit code; llm-gym's own commands are the
+modules of this package (`check`, `list`, `new`, `doctor`), each only parsing flags, calling the
+library (`llm_gym.checks`, `llm_gym.doctor`, ...) and printing. A command whose third-party
+dependencies are missing (`train` without torch) prints one line naming the missing module and
+the extra in `EXTRAS` that installs it, and exits 2; a missing module of llm-gym's own packages
+is a bug and raises.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ COMMANDS: dict[str, str] = {
     "train": "trainers.cli_train:train_main",
     "plot": "trainers.cli_train:plot_main",
     "export": "llm_gym.adapters.datasets_export:main",
-    "list": "llm_gym.cli_list:list_main",
-    "check": "llm_gym.cli_check:check_main",
-    "new": "llm_gym.cli_new:new_main",
-    "doctor": "llm_gym.doctor:doctor_main",
+    "list": "llm_gym.cli.list:list_main",
+    "check": "llm_gym.cli.check:check_main",
+    "new": "llm_gym.cli.new:new_main",
+    "doctor": "llm_gym.cli.doctor:doctor_main",
 }
 
 # The extra that installs what a command needs beyond llm-gym itself.
@@ -56,7 +58,9 @@ def resolve(name: str) -> Callable[[list[str]], int | None]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
+    # No builtin `list` in this module: once `llm-gym list` has run, the name is the
+    # `llm_gym.cli.list` submodule here (importing a submodule sets it on its package).
+    args = [*(sys.argv[1:] if argv is None else argv)]
     if not args or args[0] in ("-h", "--help"):
         print(_usage())
         return 0
@@ -69,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if name not in COMMANDS:
         import difflib
 
-        close = difflib.get_close_matches(name, list(COMMANDS), n=1)
+        close = difflib.get_close_matches(name, [*COMMANDS], n=1)
         hint = f" Did you mean {close[0]!r}?" if close else ""
         print(f"llm-gym: unknown command {name!r}.{hint}\n\n{_usage()}", file=sys.stderr)
         return 2
@@ -95,7 +99,3 @@ def _missing_dependency(exc: ImportError) -> ModuleNotFoundError | None:
     if cause.name.partition(".")[0] in _OWN_PACKAGES:
         return None
     return cause
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())

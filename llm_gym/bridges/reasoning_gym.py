@@ -204,6 +204,10 @@ class ReasoningGymEnv(ProblemEnv):
         """(score in [0, 1], whether the answer had the format, score_error)."""
         if self.answer_policy(content) is not None:
             return 0.0, True, 0.0
+        return self._dataset_score(content)
+
+    def _dataset_score(self, content: str) -> tuple[float, bool, float]:
+        """`_score` without the answer policy: the dataset's `score_answer` alone."""
         answer = self.extract(content)
         try:
             score = float(self.dataset.score_answer(answer, self.entry))
@@ -225,11 +229,14 @@ class ReasoningGymEnv(ProblemEnv):
             score, format_ok = 0.0, 0.0
             metrics["invalid_response"] = 1.0
         else:
-            outcome = await acall_bounded(self._score, content, timeout_s=self.grader_timeout_s)
             policy = self.answer_policy(content)
             metrics["conflicting"] = float(policy == "conflicting")
             metrics["hedged"] = float(policy == "hedged")
-            if outcome.ok:
+            outcome = None if policy is not None else await acall_bounded(
+                self._dataset_score, content, timeout_s=self.grader_timeout_s)
+            if outcome is None:  # refused by the policy: answer tags present, no score
+                score, format_ok = 0.0, float(termination.is_stop_sequence)
+            elif outcome.ok:
                 score, has_format, metrics["score_error"] = outcome.value
                 format_ok = float(has_format and termination.is_stop_sequence)
             else:

@@ -85,6 +85,22 @@ class EnvSource(ABC):
         gold cases are expected. A catalog env always has a reference or a solver."""
         return None
 
+    def fixed_task_reason(self) -> str | None:
+        """Why every seed plays the same task, when that is the env's design: a bridged game
+        whose start its knobs fix (a Tower of Hanoi of n disks, always on the first peg).
+        `llm-gym check` then skips its "the task depends on the seed" test and its split row
+        with this reason; None (the default) means seeds must give different tasks."""
+        return None
+
+    def hash_seed_reason(self) -> str | None:
+        """Why episodes may depend on the interpreter's string hash seed (`PYTHONHASHSEED`),
+        when a bridged library's generator is at fault (it draws from an unordered set of
+        strings). `llm-gym check` runs its determinism processes with different hash seeds; when
+        they disagree and this is declared, it reruns one with the same hash seed and, if the
+        episodes then agree, skips with this reason instead of failing. None (the default): a
+        catalog env never depends on it."""
+        return None
+
     def task_key(self, env: Any) -> Any:
         """Optional: a canonical, JSON-able key of the task `env` (one of this source's episodes)
         plays -- a secret, a puzzle id, an opponent seed. `llm-gym check` compares these keys

@@ -101,6 +101,9 @@ class GemSource(StringEnvSource):
     def make_string_env(self) -> GemEnv:
         return GemEnv(self.gem_id, **self.gem_kwargs)
 
+    def fixed_task_reason(self) -> str | None:
+        return FIXED_TASKS.get(self.gem_id)
+
     def no_gold_reason(self) -> str | None:
         return ("GEM's games ship no solver and no reference moves to script a winning game "
                 "from; tests/test_bridges_gem.py checks the translation against GEM itself")
@@ -118,6 +121,13 @@ class GemSource(StringEnvSource):
             first, _ = env.reset(seed=EXAMPLE_SEED)
             return play_example(env, first, _random_action, system_prompt=self.system_prompt)
 
+
+_HANOI = ("GEM's Tower of Hanoi starts every episode from the same tower (every disk on the "
+          "first peg; the level sets how many, gem/TowerofHanoi-v0-random draws it)")
+FIXED_TASKS = {  # GEM ids whose every episode is the same task, by GEM's design
+    "game:TowerofHanoi-v0-easy": _HANOI,
+    "game:TowerofHanoi-v0-hard": _HANOI,
+}
 
 _MOVES = {  # candidate moves per game, in the \\boxed{} format its prompt asks for
     "FifteenPuzzle": [f"\\boxed{{{d}}}" for d in ("up", "down", "left", "right")],

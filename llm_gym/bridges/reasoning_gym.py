@@ -14,12 +14,14 @@ reply ended on the renderer's stop sequence (and, with tags, held them). Out-of-
 invalid UTF-8 and replies over `max_response_chars` are never scored: `-format_coef`, metric
 `invalid_response`. Every field of the dataset's config dataclass is a knob
 (`gym.make("rg/basic_arithmetic-v0", max_terms=3)`), except `seed`, which the split decides:
-split="train" is the dataset made with seed 0 and split="test" with seed 2**31, so for the datasets
-that draw item i from `Random(seed + i)` (nearly all) the two splits use disjoint generator seeds
-(datasets with small task spaces can still repeat a task across them). `size` items per split (a
-knob, default 10,000; smaller for datasets that draw every task in their constructor); `reset(seed)`
-picks one uniformly, made on a private, seeded copy of the global random state (list_functions
-draws from the global `random` module). Datasets are built once per process and configuration.
+split="train" is the dataset made with seed 0 and split="test" with seed 2**31, and a split keeps
+only the items whose question hashes to it (`split_of_question`: half of the questions each), so
+no question is in both splits even where a dataset's task space is small enough to repeat one
+across generator seeds. `size` items are generated per split (a knob, default 10,000; smaller for
+datasets that draw every task in their constructor), about half of them the split's own;
+`reset(seed)` picks an index uniformly and takes the first of the split's own items from there,
+made on a private, seeded copy of the global random state (list_functions draws from the global
+`random` module). Datasets are built once per process and configuration.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from llm_gym.authoring import hash_key
 from llm_gym.bridges import REASONING_GYM
 from llm_gym.bridges._example import LazyCard, message
 from llm_gym.wrappers.from_text import _PrivateGlobalRNG
@@ -45,7 +48,7 @@ from llm_gym.rl import ProblemEnv
 from llm_gym.rl.types import Action, ActionExtra, StepResult
 from llm_gym.scripted import ScriptedCase
 
-__all__ = ["ReasoningGymEnv", "ReasoningGymSource", "dataset_card"]
+__all__ = ["ReasoningGymEnv", "ReasoningGymSource", "dataset_card", "split_of_question"]
 
 DEFAULT_SIZE = 10_000
 SPLIT_SEEDS = {"train": 0, "test": 2**31}
@@ -120,6 +123,15 @@ def dataset_card(dataset: str, format_coef: float = 0.1) -> EnvCard:
         data_source=f"generated offline by reasoning-gym {REASONING_GYM.version} from the seed",
         license=REASONING_GYM.license,
     )
+
+
+_MAX_SPLIT_TRIES = 256  # consecutive items looked at for one of the split's own
+
+
+def split_of_question(question: str) -> str:
+    """The split an item belongs to, by its question: "test" for half of all questions (by a
+    stable hash, the same in every process), "train" for the rest."""
+    return "test" if hash_key(question) % 2 == 0 else "train"
 
 
 _ANSWER_BLOCK = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)  # extract_answer's
@@ -348,8 +360,22 @@ class ReasoningGymSource(EnvSource):
         with _PrivateGlobalRNG(SPLIT_SEEDS[self.split] + index).active():
             return self.dataset[index]
 
+    def split_entry(self, start: int) -> dict:
+        """The first item from index `start` on (wrapping around) whose question belongs to this
+        split (`split_of_question`); raises `ValueError` when none of the next few hundred does
+        (a dataset whose questions are all alike)."""
+        tries = min(self.size, _MAX_SPLIT_TRIES)
+        for k in range(tries):
+            entry = self.entry((start + k) % self.size)
+            if split_of_question(str(entry["question"])) == self.split:
+                return entry
+        raise ValueError(
+            f"rg/{self.dataset_name}-v0: none of {tries} items from index {start} has a question "
+            f"of split {self.split!r}: the dataset's task space is too small for two disjoint "
+            "splits (try a larger size or other config values)")
+
     def make_env(self, rng: np.random.Generator) -> ReasoningGymEnv:
-        entry = self.entry(int(rng.integers(0, self.size)))
+        entry = self.split_entry(int(rng.integers(0, self.size)))
         return ReasoningGymEnv(
             self.renderer, self.dataset, entry, answer_format=self.answer_format,
             system_prompt=self.system_prompt, format_coef=self.format_coef,
@@ -369,6 +395,16 @@ class ReasoningGymSource(EnvSource):
             ScriptedCase("empty reply", "adversarial", lambda env, _obs: "",
                          -self.format_coef, 0.0),
         ]
+
+    def task_key(self, env: Any) -> Any:
+        """The item's question: it states the whole task (the dataset object behind it, which
+        `llm-gym check` would otherwise read for every episode, is the same for all)."""
+        return env.get_question()
+
+    def hash_seed_reason(self) -> str | None:
+        return (f"reasoning-gym's generators (e.g. isomorphic_strings, word_ladder) draw from "
+                f"sets of strings, whose order follows the hash seed: set PYTHONHASHSEED for "
+                f"the same {self.dataset_name} items in every process")
 
     def no_gold_reason(self) -> str | None:
         if self.entry(0).get("answer") is None:

@@ -47,6 +47,10 @@ _MOVE = re.compile(r"\[[^\[\]\n]{1,40}\]")
 _ROLE_TAG = re.compile(r"\[(GAME|Player \d+)\]")
 _MAX_TRIALS = 32
 _EXAMPLE_TRIES = 6  # seeds tried for a card example that lasts two moves
+FIXED_TASKS = {  # games whose every episode is the same task, by TextArena's design
+    "TowerOfHanoi-v0": "TextArena's TowerOfHanoi starts every game from the same tower (every "
+    "disk on the first peg; the variant sets how many)",
+}
 
 
 def _textarena():
@@ -386,6 +390,9 @@ class TextArenaSource(StringEnvSource):
 
     def make_string_env(self) -> TextArenaGame:
         return TextArenaGame(**self._game_args)
+
+    def fixed_task_reason(self) -> str | None:
+        return FIXED_TASKS.get(self._game_args["game"])
 
     def no_gold_reason(self) -> str | None:
         return ("TextArena's games ship no solver and no reference moves to script a winning game "

@@ -24,16 +24,22 @@ def _declared_context_bound(env) -> int | None:
 
 
 def _long_episode_max_obs(target: _Target, seeds: Sequence[int] = (0, 1, 2),
-                          max_steps: int = 64) -> int:
+                          max_steps: int = 64, budget_s: float | None = None) -> int:
     """The longest observation of episodes that cycle through short fixed replies until the
-    episode ends (or `max_steps`): random replies often end a game at once, these keep going."""
+    episode ends (or `max_steps`): random replies often end a game at once, these keep going.
+    Past `budget_s` seconds no new episode starts once one has run (a slow env)."""
+    import time
+
+    start = time.monotonic()
     from llm_gym.scripted import reply_tokens
 
     env = _make(target)
     longest = 0
     try:
         replies = [reply_tokens(env.unwrapped.renderer, text) for text in _FIXED_REPLIES]
-        for seed in seeds:
+        for i, seed in enumerate(seeds):
+            if budget_s is not None and i >= 1 and time.monotonic() - start > budget_s:
+                break
             obs, _ = env.reset(seed=seed)
             longest = max(longest, len(obs))
             for step in range(max_steps):
@@ -46,9 +52,10 @@ def _long_episode_max_obs(target: _Target, seeds: Sequence[int] = (0, 1, 2),
     return longest
 
 
-def _check_context(stats: _FuzzStats, env, target: _Target) -> CheckRow:
+def _check_context(stats: _FuzzStats, env, target: _Target, budget_s: float | None = None
+                   ) -> CheckRow:
     bound = _declared_context_bound(env)
-    longest = max(stats.max_obs_tokens, _long_episode_max_obs(target))
+    longest = max(stats.max_obs_tokens, _long_episode_max_obs(target, budget_s=budget_s))
     data = {"max_observation_tokens": longest, "declared_bound": bound}
     seen = f"longest observation in the fuzz and fixed-reply episodes: {longest} tokens"
     if bound is None:

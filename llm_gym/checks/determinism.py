@@ -3,7 +3,11 @@ episodes from `reset(seed=s)` on the Gymnasium face (a fixed reply sequence and 
 scripted case, at most two) and digest every action, observation, reward and end flag; the
 digests must agree across the processes and differ across seeds. A game that opens the same
 way for every seed shows its task in how it answers a real player, so the first observation
-alone is never the test. `_digest_child` is the subprocesses' entry point.
+alone is never the test. A slow env (a generated game whose reset takes seconds) is compared on
+the seeds both processes finished within half the time limit (at least two). A source may declare
+that its task is fixed by design (`fixed_task_reason`) or that a bridged library's generator depends
+on the hash seed (`hash_seed_reason`, confirmed by a rerun with the same hash seed): the row is then
+a skip with that reason, never a pass. `_digest_child` is the subprocesses' entry point.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import warnings
 from typing import Any, Callable, Sequence
 
@@ -41,10 +46,12 @@ def _episode_digest(env, seed: int, policy: Callable[[Any, str], list[int]],
     return first, digest.hexdigest()[:16]
 
 
-def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int]) -> dict[str, Any]:
+def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int],
+             budget_s: float | None = None) -> dict[str, Any]:
     """Per seed, the digests of whole episodes (run in each subprocess): a fixed reply sequence,
     then each gold scripted case (at most two) played on the Gymnasium face — a game that opens
-    the same way for every seed differs in how it answers a real player."""
+    the same way for every seed differs in how it answers a real player. Past `budget_s` seconds
+    no new seed starts once two are done (a slow env); the output has the seeds finished."""
     from llm_gym.scripted import ScriptedCase, reply_tokens
     from llm_gym.text_env import TextEnv
 
@@ -71,7 +78,10 @@ def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int]) -> dict[
     out: dict[str, Any] = {"plays": [name for name, *_ in plays], "first": {}, "episodes": {}}
     # One throwaway round first: a fresh process's first episode pays lazy imports (sympy for a
     # symbolic grader), which a grader's time bound could count against the reply.
-    for seed in [*seeds[:1], *seeds]:
+    start = time.monotonic()
+    for i, seed in enumerate([*seeds[:1], *seeds]):
+        if budget_s is not None and i > 2 and time.monotonic() - start > budget_s:
+            break  # two seeds compared at least (i counts the throwaway round)
         turn = iter(range(10**9))  # the fixed replies restart each episode
         parts = []
         for name, play_env, policy, max_turns in plays:
@@ -89,27 +99,22 @@ def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int]) -> dict[
 def _digest_child() -> None:  # entry of the determinism subprocesses
     payload = json.loads(sys.argv[1])
     warnings.simplefilter("ignore")
-    out = _digests(payload["source"], payload["kwargs"], payload["seeds"])
+    out = _digests(payload["source"], payload["kwargs"], payload["seeds"], payload.get("budget_s"))
     sys.stdout.write("\n" + json.dumps(out) + "\n")
 
 
-def _check_determinism(target: _Target, seeds: Sequence[int], timeout_s: float = 120.0) -> CheckRow:
-    try:
-        payload = json.dumps({"source": target.source, "kwargs": target.kwargs,
-                              "seeds": list(seeds)})
-    except TypeError as exc:  # a tokenizer object passed to check_env_id: no way to a child
-        return CheckRow("determinism", "skip", f"warning: cannot rebuild the env in a subprocess: "
-                        f"its kwargs are not JSON ({exc}); pass names (tokenizer='...')")
+def _run_children(payload: str, hash_seeds: Sequence[int], timeout_s: float
+                  ) -> list[dict[str, Any]] | CheckRow:
+    """Run one digest subprocess per hash seed, concurrently: their outputs, or a failed row."""
     code = "from llm_gym.checks.determinism import _digest_child; _digest_child()"
     env = dict(os.environ)
     # The child imports the source the way this process does (a test module, a checkout).
     env["PYTHONPATH"] = os.pathsep.join([p or os.getcwd() for p in sys.path])
     env["OMP_NUM_THREADS"] = env.get("OMP_NUM_THREADS", "1")
-    # Two processes with different hash seeds: set iteration order must not leak into a task.
     procs = [subprocess.Popen([sys.executable, "-c", code, payload], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True,
                               env={**env, "PYTHONHASHSEED": str(hash_seed)})
-             for hash_seed in (1, 2)]
+             for hash_seed in hash_seeds]
     results = []
     try:
         for proc in procs:
@@ -129,32 +134,82 @@ def _check_determinism(target: _Target, seeds: Sequence[int], timeout_s: float =
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
+    return results
+
+
+def _disagreement(first: dict[str, Any], second: dict[str, Any]) -> tuple[list[tuple[str, str]], int]:
+    """(the (seed, play) pairs whose episodes differ, episodes compared) on the seeds both runs
+    finished; a differing first observation counts as a "reset" disagreement."""
+    plays = first["plays"]
+    common = [s for s in first["episodes"] if s in second["episodes"]]
+    differing = [(s, plays[i]) for s in common for i, (a, b) in
+                 enumerate(zip(first["episodes"][s], second["episodes"][s])) if a != b]
+    if not differing:
+        differing = [(s, "reset") for s in common if first["first"][s] != second["first"][s]]
+    return differing, sum(len(first["episodes"][s]) for s in common)
+
+
+def _check_determinism(target: _Target, seeds: Sequence[int], timeout_s: float = 120.0,
+                       source: Any = None) -> CheckRow:
+    """The row; `source` (the built env's `EnvSource`, when the caller has one) answers
+    `fixed_task_reason()` and `hash_seed_reason()`."""
+    try:
+        payload = json.dumps({"source": target.source, "kwargs": target.kwargs,
+                              "seeds": list(seeds), "budget_s": timeout_s / 2})
+    except TypeError as exc:  # a tokenizer object passed to check_env_id: no way to a child
+        return CheckRow("determinism", "skip", f"warning: cannot rebuild the env in a subprocess: "
+                        f"its kwargs are not JSON ({exc}); pass names (tokenizer='...')")
+    # Two processes with different hash seeds: set iteration order must not leak into a task.
+    results = _run_children(payload, (1, 2), timeout_s)
+    if isinstance(results, CheckRow):
+        return results
     first, second = results
     plays = first["plays"]
-    episodes_1, episodes_2 = first["episodes"], second["episodes"]
-    data = {"seeds": list(seeds), "plays": plays, "digests": [episodes_1, episodes_2]}
-    differing = [(s, plays[i]) for s in episodes_1 for i, (a, b) in
-                 enumerate(zip(episodes_1[s], episodes_2.get(s, []))) if a != b]
-    if differing or first["first"] != second["first"]:
-        seed, play = differing[0] if differing else (
-            next(s for s in first["first"] if first["first"][s] != second["first"].get(s)), "reset")
-        total = sum(len(v) for v in episodes_1.values())
+    common = [s for s in first["episodes"] if s in second["episodes"]]
+    episodes = {s: first["episodes"][s] for s in common}
+    data: dict[str, Any] = {"seeds": [int(s) for s in common], "plays": plays,
+                            "digests": [first["episodes"], second["episodes"]]}
+    cut = f" (a slow env: {len(common)} of {len(seeds)} seeds within {timeout_s / 2:.0f} s)" if (
+        len(common) < len(seeds)) else ""
+    differing, total = _disagreement(first, second)
+    hash_reason = source.hash_seed_reason() if source is not None else None
+    caveat = ""
+    if differing and hash_reason:
+        rerun = _run_children(payload, (1,), timeout_s)
+        if isinstance(rerun, CheckRow):
+            return rerun
+        same_seed, _ = _disagreement(first, rerun[0])
+        data["same_hash_seed_disagree"] = len(same_seed)
+        if not same_seed:
+            caveat = (f"{len(differing)} of {total} episodes depend on PYTHONHASHSEED (the same "
+                      f"with an equal hash seed): {hash_reason}")
+            differing = []
+    if differing:
+        seed, play = differing[0]
         return CheckRow(
             "determinism", "fail",
             f"two processes disagree on {len(differing)} of {total} episodes, e.g. seed {seed} "
-            f"({play}): draw all randomness from make_env's rng", data)
-    distinct = len({json.dumps(v) for v in episodes_1.values()})
-    distinct_first = len(set(first["first"].values()))
+            f"({play}){cut}: draw all randomness from make_env's rng", data)
+    distinct = len({json.dumps(v) for v in episodes.values()})
+    distinct_first = len({first["first"][s] for s in common})
     data.update(distinct_episodes=distinct, distinct_first_observations=distinct_first)
     if distinct < 2:
+        fixed_reason = source.fixed_task_reason() if source is not None else None
+        if fixed_reason:
+            return CheckRow("determinism", "skip",
+                            f"all {len(episodes)} seeds agree across processes and give the same "
+                            f"episodes{cut}, as declared: {fixed_reason}", data)
         return CheckRow(
             "determinism", "fail",
-            f"all {len(episodes_1)} seeds gave the same episodes ({', '.join(plays)}): the task "
-            "does not depend on the seed", data)
+            f"all {len(episodes)} seeds gave the same episodes ({', '.join(plays)}){cut}: the "
+            "task does not depend on the seed", data)
     how = (f"the first observation is the same for every seed, so whole episodes were compared "
            f"({', '.join(plays)})" if distinct_first == 1 else
            f"{distinct_first} distinct first observations; whole episodes compared "
            f"({', '.join(plays)})")
+    if caveat:
+        return CheckRow("determinism", "skip", f"{caveat}; {distinct} distinct episodes over "
+                        f"{len(episodes)} seeds{cut}", data)
     return CheckRow("determinism", "pass",
-                    f"{len(episodes_1)} seeds agree across 2 processes; {distinct} distinct "
+                    f"{len(episodes)} seeds agree across 2 processes{cut}; {distinct} distinct "
                     f"episodes; {how}", data)

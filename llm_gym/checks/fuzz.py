@@ -1,12 +1,14 @@
 """The `fuzz` row: random actions (in- and out-of-vocabulary ids, empty, very long, special
 tokens) on fresh seeds; no step may raise, and every reward and every episode return must lie
 inside the source's `reward_range`. `_run_fuzz` also records the longest observation, which the
-`context` row reads.
+`context` row reads. An env too slow to reset for every episode within half the time limit (a
+generated game) is fuzzed on the episodes that fit, at least two, and the row says so.
 """
 
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass, field
 
 from llm_gym.checks.common import (
@@ -37,9 +39,13 @@ class _FuzzStats:
     episodes: int = 0
     max_obs_tokens: int = 0
     max_obs_turn: int = 0
+    cut_at_s: float | None = None  # the time budget that ended the fuzz early, if one did
 
 
-def _run_fuzz(target: _Target, n_actions: int, seed: int = 0) -> _FuzzStats:
+def _run_fuzz(target: _Target, n_actions: int, seed: int = 0,
+              budget_s: float | None = None) -> _FuzzStats:
+    """Fuzz `n_actions` random actions over fresh episodes; past `budget_s` seconds no new
+    episode starts once two have run."""
     import numpy as np
 
     stats = _FuzzStats()
@@ -49,8 +55,12 @@ def _run_fuzz(target: _Target, n_actions: int, seed: int = 0) -> _FuzzStats:
     rng = np.random.default_rng(seed)
     kinds = _fuzz_kinds(n_actions)
     i = 0
+    start = time.monotonic()
     try:
         while i < n_actions:
+            if budget_s is not None and stats.episodes >= 2 and time.monotonic() - start > budget_s:
+                stats.cut_at_s = budget_s
+                break
             episode_seed = int(rng.integers(0, 2**31))
             try:
                 obs, _ = env.reset(seed=episode_seed)
@@ -99,6 +109,8 @@ def _check_fuzz(stats: _FuzzStats, n_actions: int) -> CheckRow:
         return CheckRow("fuzz", "fail", f"{len(stats.crashes)} crash(es): {stats.crashes[0]}", data)
     if stats.out_of_range:
         return CheckRow("fuzz", "fail", stats.out_of_range[0], data)
+    cut = (f" (a slow env: cut at {stats.cut_at_s:.0f} s, {n_actions} planned)"
+           if stats.cut_at_s is not None else "")
     return CheckRow("fuzz", "pass",
-                    f"{stats.steps} random steps in {stats.episodes} episodes (incl. out-of-"
+                    f"{stats.steps} random steps in {stats.episodes} episodes{cut} (incl. out-of-"
                     "vocabulary, empty, long, special tokens): 0 crashes, rewards in range", data)

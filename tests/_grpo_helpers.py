@@ -37,7 +37,6 @@ def train_records(run_dir: Path) -> dict[int, dict]:
 
 def warm_start_model(path: Path, steps: int = 60, seed: int = 0) -> str:
     """Build the tiny preset, fit it briefly on "a+b=" -> "a+b" chats, save it to `path`."""
-    from trainers.models import build_tiny_model
 
     if (path / "config.json").is_file():
         return str(path)

@@ -21,6 +21,8 @@ import pytest
 
 from llm_gym.completers import TokenCompleter, TokensWithLogprobs
 from llm_gym.tokenizers import ByteTokenizer
+# The real-tokenizer fixtures (tests/_real_tokenizers.py), for every test folder.
+from tests._real_tokenizers import real_tokenizer_root, real_tokenizers  # noqa: F401
 
 CHATML_JINJA = (
     "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content']"

@@ -6,22 +6,22 @@ tags (reasoning-gym's own `extract_answer`, with its "default" system prompt ask
 `answer_format="raw"` takes the whole reply, with no system prompt) and scored by the dataset's own
 `score_answer`, in [0, 1], through `llm_gym.grading.bounded` (a scorer that hangs on an adversarial
 answer is cut off after `grader_timeout_s`, metric `grader_timeout`; one that raises scores 0,
-metric `score_error`). On top of it, llm-gym's answer policy (`ReasoningGymEnv.answer_policy`):
-a reply whose `<answer>` blocks disagree, or that hedges outside them after the first ("or",
+metric `score_error`). On top of it, llm-gym's answer policy (`ReasoningGymEnv.answer_policy`): a
+reply whose `<answer>` blocks disagree, or that hedges outside them after the first ("or",
 "alternatively", "if not", ...), scores 0 (metrics `conflicting`, `hedged`) -- reasoning-gym reads
-only the last block, so an answer listed beside others would be paid. Reward = `format_coef * (format_ok - 1) + score`, where `format_ok` means the
-reply ended on the renderer's stop sequence (and, with tags, held them). Out-of-vocabulary ids,
-invalid UTF-8 and replies over `max_response_chars` are never scored: `-format_coef`, metric
-`invalid_response`. Every field of the dataset's config dataclass is a knob
-(`gym.make("rg/basic_arithmetic-v0", max_terms=3)`), except `seed`, which the split decides:
-split="train" is the dataset made with seed 0 and split="test" with seed 2**31, and a split keeps
-only the items whose question hashes to it (`split_of_question`: half of the questions each), so
-no question is in both splits even where a dataset's task space is small enough to repeat one
-across generator seeds. `size` items are generated per split (a knob, default 10,000; smaller for
-datasets that draw every task in their constructor), about half of them the split's own;
-`reset(seed)` picks an index uniformly and takes the first of the split's own items from there,
-made on a private, seeded copy of the global random state (list_functions draws from the global
-`random` module). Datasets are built once per process and configuration.
+only the last block, so an answer listed beside others would be paid. Reward = `format_coef *
+(format_ok - 1) + score`, where `format_ok` means the reply ended on the renderer's stop sequence
+(and, with tags, held them). Out-of-vocabulary ids, invalid UTF-8 and replies over
+`max_response_chars` are never scored: `-format_coef`, metric `invalid_response`. Every field of the
+dataset's config dataclass is a knob (`gym.make("rg/basic_arithmetic-v0", max_terms=3)`), except
+`seed`, which the split decides: split="train" is the dataset made with seed 0 and split="test" with
+seed 2**31, and a split keeps only the items whose question hashes to it (`split_of_question`: half
+of the questions each), so no question is in both splits even where a dataset's task space is small
+enough to repeat one across generator seeds. `size` items are generated per split (a knob, default
+10,000; smaller for datasets that draw every task in their constructor), about half of them the
+split's own; `reset(seed)` picks an index uniformly and takes the first of the split's own items
+from there, made on a private, seeded copy of the global random state (list_functions draws from the
+global `random` module). Datasets are built once per process and configuration.
 """
 
 from __future__ import annotations

@@ -3,13 +3,19 @@
 SkyRL-gym envs are made per task from a dataset row (`skyrl_gym.make(id, env_config=...,
 extras=row)`), start from the row's chat `prompt` (`env.init(prompt)`) and return
 `{"observations": [chat messages], "reward", "done", "metadata"}` from `step(text)`. SkyRL-gym ships
-no data, so `dataset=` is required: a `.jsonl` (or `.json` list; `.parquet` with pandas installed) of
+no data, so training needs `dataset=`: a `.jsonl` (or `.json` list; `.parquet` with pandas installed) of
 SkyRL rows, each with `prompt` (a list of `{"role", "content"}` messages) and the env's reward
 fields (`reward_spec: {"ground_truth": ...}`; AIME's `reward_model` is filled from it when absent),
 optionally `extra_info` and `split` ("train" / "test": rows with a split are used only for it).
 `SkyRLEnv` is the string-env face `FromText` drives: `reset(seed)` picks row `seed // 2 % len(rows)`
-of the split and makes a fresh SkyRL env for it. Rewards are the env's (gsm8k: 1 for a correct
-`#### answer`, else 0; aime: 1 or -1); a reply that never reaches the env scores the lowest. Registered ids and the ones
+of the split and makes a fresh SkyRL env for it. Without `dataset=` (or with `dataset="demo"`) the
+env runs on `demo_rows`: 200 synthetic arithmetic word problems generated here, in the env's answer
+format, split by question hash -- enough for `gym.make` with no arguments, smoke tests and
+`llm-gym check` (the card says so); they are not a benchmark. Rewards are the env's (gsm8k: 1 for a correct
+`#### answer`, else 0; aime: 1 or -1); a reply that never reaches the env scores the lowest, and so
+does one that states another answer besides its final one (llm-gym's answer policy,
+`llm_gym.grading`: SkyRL's readers take the first or last match and would pay it; info
+`answer_refused`). Registered ids and the ones
 left out (they need downloaded databases, a retrieval server, or run model-written code outside a
 sandbox) are in `llm_gym.bridges.SKYRL`.
 """
@@ -17,17 +23,22 @@ sandbox) are in `llm_gym.bridges.SKYRL`.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 from llm_gym.bridges import SKYRL
 from llm_gym.bridges._example import EXAMPLE_SEED, LazyCard, from_text_knobs, message
 from llm_gym.env_source import EnvCard
+from llm_gym.grading import AnswerStatus, extract_answer
 from llm_gym.renderers import Renderer
+from llm_gym.scripted import ScriptedCase
 from llm_gym.wrappers.from_text import StringEnvSource, _PrivateGlobalRNG
 
-__all__ = ["SkyRLEnv", "SkyRLSource", "load_rows", "skyrl_card"]
+__all__ = ["DEMO", "SkyRLEnv", "SkyRLSource", "demo_rows", "load_rows", "skyrl_card"]
 
+_EMPHASIS = re.compile(r"\*\*|__")
+_REFUSED = (AnswerStatus.CONFLICTING, AnswerStatus.CONFUSABLE)
 REWARD_RANGES = {"aime": (-1.0, 1.0)}  # AIME scores a wrong answer -1; the others 0
 ANSWER_FORMATS = {"aime": "Answer: {}"}  # the card example's answer; the others "#### {}"
 _MAKE_DATA_HINT = (
@@ -35,6 +46,49 @@ _MAKE_DATA_HINT = (
     "messages) and 'reward_spec': {'ground_truth': ...}> (SkyRL's examples/gsm8k/gsm8k_dataset.py "
     "writes such rows for GSM8K)"
 )
+
+
+DEMO = "demo"
+_DEMO_ROWS = 200
+_NAMES = ("Ana", "Ben", "Chen", "Dara", "Eli", "Femi", "Gus", "Hana")
+_INSTRUCTIONS = {
+    "aime": "Give the final answer on its own line as 'Answer: <number>'.",
+}
+_GSM8K_INSTRUCTION = 'Let\'s think step by step and output the final answer after "####".'
+
+
+def demo_rows(env_name: str, n: int = _DEMO_ROWS) -> list[dict[str, Any]]:
+    """`n` synthetic arithmetic word problems as SkyRL rows for `env_name` (its answer format in
+    the prompt), the same on every call; each row's `split` is its question's (`split_of`)."""
+    import random
+
+    from llm_gym.authoring import split_of
+
+    rng = random.Random(0)
+    instruction = _INSTRUCTIONS.get(env_name, _GSM8K_INSTRUCTION)
+    rows: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while len(rows) < n:
+        name, kind = rng.choice(_NAMES), rng.randrange(4)
+        a, b = rng.randint(2, 60), rng.randint(2, 12)
+        if kind == 0:
+            question = f"{name} has {a} marbles and finds {b} more. How many marbles does {name} have now?"
+            answer = a + b
+        elif kind == 1:
+            question, answer = f"A shelf holds {a + b} books. {b} are taken away. How many are left?", a
+        elif kind == 2:
+            question, answer = f"{name} buys {b} boxes of {a} pencils. How many pencils is that?", a * b
+        else:
+            question = (f"{a * b} apples are shared equally among {b} children. How many apples does "
+                        "each child get?")
+            answer = a
+        if question in seen:
+            continue
+        seen.add(question)
+        rows.append({"prompt": [{"role": "user", "content": f"{question} {instruction}"}],
+                     "reward_spec": {"method": "rule", "ground_truth": str(answer)},
+                     "split": split_of(question)})
+    return rows
 
 
 def load_rows(path: str | Path) -> list[dict[str, Any]]:
@@ -61,12 +115,14 @@ def load_rows(path: str | Path) -> list[dict[str, Any]]:
 class SkyRLEnv:
     """The string-env face of a SkyRL-gym env over a list of dataset rows (see the module docstring)."""
 
-    def __init__(self, env_name: str, rows: list[dict[str, Any]], env_config: dict[str, Any] | None = None) -> None:
+    def __init__(self, env_name: str, rows: list[dict[str, Any]], env_config: dict[str, Any] | None = None,
+                 low: float | None = None) -> None:
         if not rows:
             raise ValueError(f"skyrl/{env_name}: the dataset has no rows for this split")
         self.env_name = env_name
         self.rows = rows
         self.env_config = dict(env_config or {})
+        self.low = REWARD_RANGES.get(env_name, (0.0, 1.0))[0] if low is None else low  # no credit
         self.env: Any = None
         self.row: dict[str, Any] | None = None
 
@@ -86,10 +142,20 @@ class SkyRLEnv:
         return list(obs), dict(info or {})
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict]:
-        out = self.env.step(action)
+        """SkyRL's step on the reply with markdown emphasis removed (AIME's reader refuses
+        "Answer: **75**"); llm-gym's answer policy on top: a reply that states another answer
+        besides its final one (`llm_gym.grading.extract_answer` says conflicting or confusable)
+        earns no more than the lowest reward, whatever SkyRL's reader took from it (info
+        `answer_refused`)."""
+        out = self.env.step(_EMPHASIS.sub("", action))
         metadata = out.get("metadata") or {}
         info = {k: v for k, v in metadata.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
-        return list(out.get("observations") or []), float(out["reward"]), bool(out["done"]), False, info
+        reward = float(out["reward"])
+        refused = extract_answer(action).status in _REFUSED
+        info["answer_refused"] = float(refused and reward > self.low)
+        if refused:
+            reward = min(reward, self.low)
+        return list(out.get("observations") or []), reward, bool(out["done"]), False, info
 
 
 def skyrl_card(env_name: str) -> EnvCard:
@@ -98,8 +164,8 @@ def skyrl_card(env_name: str) -> EnvCard:
         id=f"skyrl/{env_name}",
         family="skyrl-gym",
         description=(
-            f"SkyRL-gym's `{env_name}` env over the rows of a SkyRL dataset (dataset= is required: "
-            f"SkyRL-gym ships no data); {entry.get('note', '')}"
+            f"SkyRL-gym's `{env_name}` env over the rows of a SkyRL dataset (pass dataset=: "
+            f"SkyRL-gym ships no data; without it, built-in demo rows); {entry.get('note', '')}"
         ),
         multi_turn=entry.get("turns") == "multi",
         reward_range=REWARD_RANGES.get(env_name, (0.0, 1.0)),
@@ -107,11 +173,13 @@ def skyrl_card(env_name: str) -> EnvCard:
         "gsm8k_multi_turn: per turn, 1 correct or a small format score; aime: 1 correct, -1 "
         "otherwise); the lowest reward for a reply that never reached the env",
         difficulty_knobs={
-            "dataset": "path to a .jsonl / .json / .parquet of SkyRL rows (required)",
+            "dataset": "path to a .jsonl / .json / .parquet of SkyRL rows (default 'demo': "
+            f"{_DEMO_ROWS} synthetic arithmetic word problems built in, for smoke tests and checks)",
             "env_config": "SkyRL env_config dict (default {})",
             **from_text_knobs(system_prompt="a system message before the row's prompt (default None)"),
         },
-        data_source="the dataset you pass (SkyRL-gym ships none)",
+        data_source=f"the dataset you pass (SkyRL-gym ships none); by default {_DEMO_ROWS} synthetic "
+        "rows generated by llm-gym (llm_gym.bridges.skyrl.demo_rows)",
         license=f"{SKYRL.license} (SkyRL-gym code); the dataset's own",
     )
 
@@ -125,9 +193,10 @@ class SkyRLSource(StringEnvSource):
                  dataset: str | None = None, env_config: dict[str, Any] | None = None,
                  **options: Any) -> None:
         self.card = skyrl_card(env_name)
-        if dataset is None:
-            raise ValueError(f"skyrl/{env_name} needs dataset=...: {_MAKE_DATA_HINT}")
-        rows = load_rows(dataset)
+        if dataset is None or dataset == DEMO:
+            rows = demo_rows(env_name)
+        else:
+            rows = load_rows(dataset)
         if any("split" in r for r in rows):
             rows = [r for r in rows if r.get("split") == split]
         self.env_name = env_name
@@ -140,6 +209,25 @@ class SkyRLSource(StringEnvSource):
 
     def make_string_env(self) -> SkyRLEnv:
         return SkyRLEnv(self.env_name, self.rows, self.env_config)
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        """Gold: the row's ground truth in the env's answer format (the SkyRL env pays 1).
+        Adversarial: a wrong number in the same format, every turn (no credit: 0, AIME -1)."""
+        answer = ANSWER_FORMATS.get(self.env_name, "#### {}")
+
+        def truth(env: Any) -> str:
+            return str(env.string_env.row["reward_spec"]["ground_truth"]).strip()
+
+        def wrong(env: Any, _obs: str) -> str:
+            value = truth(env)
+            return answer.format(int(value) + 1 if value.lstrip("-").isdigit() else 0)
+
+        low = self.reward_range[0]
+        return [
+            ScriptedCase("ground truth", "gold", lambda env, _obs: answer.format(truth(env)), 1.0, 1.0),
+            ScriptedCase("a wrong number", "adversarial", wrong, low, low if low < 0 else 0.5,
+                         note="gsm8k_multi_turn pays a small format score per tried turn"),
+        ]
 
     # --- the card's example: the split's first row, answered (multi-turn: wrongly, then right) --
     def _example_key(self) -> tuple:

@@ -13,8 +13,14 @@ bracketed moves shown to it (`'[4]'`, `[play 2]`), tried on a copy of the game f
 legal when one of them is; "optimal" for `TicTacToe-v0` (minimax) and `Nim-v0` (nim-sum). The agent's
 seat is drawn from the seed (`agent_player="random"`) or fixed (0 / 1). TextArena draws from the
 global `random` module, which `FromText` swaps for a private seeded copy on every call, so episodes
-are reproducible. Self-play: `TextArenaSelfPlay(game, seed, ...)` is an `EnvGroupBuilder` whose
-envs are both seats of the same games (they wait for each other's moves). Which games are
+are reproducible. Splits: a game dealt on split="train" or "test" is redealt (from seeds derived
+from the episode's) until its task key -- the dealt game with its hidden parts, and for two seats
+the agent's seat and the opponent's generator -- hashes to that split, so a game with few tasks
+(GuessTheNumber's 20 secrets) shows none in both; the games TextArena registers with one fixed
+task (`FIXED_TASKS`: TowerOfHanoi, Countdown, Cryptarithm, PegJump) are not split, and those that
+draw their task during play (`DRAWN_IN_PLAY`: Minesweeper) are split by the seed's parity.
+Self-play: `TextArenaSelfPlay(game, seed, ...)` is an `EnvGroupBuilder` whose envs are both seats
+of the same games (they wait for each other's moves). Which games are
 registered, and why the others are not, is in `llm_gym.bridges` (`TEXTARENA`). A game the opponent
 ends before the agent's first move (it forfeits by invalid moves) still shows the agent its intro
 (`info["done_before_first_move"]`), and the agent's reply then only collects the final reward.
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import json
 import math
 import random
 import re
@@ -33,12 +40,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from llm_gym.authoring import hash_key
 from llm_gym.bridges import TEXTARENA
 from llm_gym.bridges._example import EXAMPLE_SEED, LazyCard, from_text_knobs, play_example
 from llm_gym.env_source import EnvCard
 from llm_gym.renderers import Renderer
 from llm_gym.rl.types import Env, EnvGroupBuilder, Metrics, Trajectory
-from llm_gym.wrappers.from_text import StringEnvSource, _PrivateGlobalRNG
+from llm_gym.wrappers.from_text import StringEnvSource, StringEpisode, _PrivateGlobalRNG
 
 __all__ = ["TextArenaGame", "TextArenaSelfPlay", "TextArenaSource", "game_card"]
 
@@ -50,7 +58,53 @@ _EXAMPLE_TRIES = 6  # seeds tried for a card example that lasts two moves
 FIXED_TASKS = {  # games whose every episode is the same task, by TextArena's design
     "TowerOfHanoi-v0": "TextArena's TowerOfHanoi starts every game from the same tower (every "
     "disk on the first peg; the variant sets how many)",
+    "Countdown-v0": "TextArena registers Countdown-v0 with fixed numbers and target (100 75 6 4 "
+    "3 2 -> 532; game_kwargs numbers=None, target=None draw them)",
+    "Cryptarithm-v0": "TextArena registers Cryptarithm-v0 with one equation (SEND + MORE = "
+    "MONEY; game_kwargs equation= sets another)",
+    "PegJump-v0": "TextArena's PegJump starts every game from the same board (every hole "
+    "pegged but one, TextArena registers initial_empty=5; game_kwargs initial_empty= moves it)",
 }
+# Games whose task is drawn while they are played, not when they are dealt (Minesweeper places
+# its mines at the first move): the dealt game is the same for every seed, so they are split by
+# the seed's parity (FromText) and keyed by the episode's random stream.
+DRAWN_IN_PLAY = {"Minesweeper-v0"}
+
+_MAX_SPLIT_TRIES = 64  # deals tried for a task of the episode's split
+
+
+def fixed_task(game: str, variant: str = "", game_kwargs: dict[str, Any] | None = None) -> str | None:
+    """Why `game` (as registered: no variant, no game_kwargs) is one task by design, else None."""
+    return None if variant or game_kwargs else FIXED_TASKS.get(game)
+
+
+def split_of_task(key: Any) -> str:
+    """The split a dealt game belongs to, by a stable hash of its task key: half each."""
+    return "test" if hash_key(json.dumps(key, separators=(",", ":"))) % 2 == 0 else "train"
+
+
+def _plain(value: Any, depth: int = 0) -> Any:
+    """`value` as plain JSON data, the same in every process: sets sorted, floats by repr,
+    patterns by their text, other objects by their type and fields (8 levels deep at most)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if depth > 8:
+        return f"<{type(value).__name__}>"
+    if isinstance(value, dict):
+        return sorted(([str(_plain(k, depth + 1)), _plain(v, depth + 1)] for k, v in value.items()),
+                      key=repr)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, depth + 1) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_plain(v, depth + 1) for v in value), key=repr)
+    if isinstance(value, re.Pattern):
+        return value.pattern
+    fields = getattr(value, "__dict__", None)
+    if isinstance(fields, dict) and not callable(value):
+        return [type(value).__name__, _plain(fields, depth + 1)]
+    return f"<{type(value).__name__}>"
 
 
 def _textarena():
@@ -215,8 +269,9 @@ class TextArenaGame:
 
     def __init__(self, game: str, *, players: int, opponent: str = "random",
                  agent_player: int | str = "random", variant: str = "",
-                 game_kwargs: dict[str, Any] | None = None) -> None:
+                 game_kwargs: dict[str, Any] | None = None, split: str | None = None) -> None:
         self.game = game
+        self.split = split  # when set, reset deals only games whose task key hashes to it
         self.players = players
         self.opponent = opponent
         self.agent_player = agent_player
@@ -231,6 +286,35 @@ class TextArenaGame:
         self._done_early = False
 
     def reset(self, seed: int | None = None) -> tuple[str, dict]:
+        """Deal the game for `seed`; with a `split`, redeal from seeds derived from it until the
+        game's task key belongs to the split (`split_of_task`), so no task is in both splits
+        (GuessTheNumber has 20 secrets). A game fixed by design (`FIXED_TASKS`) is not split."""
+        if (self.split is None or fixed_task(self.game, self.variant, self.game_kwargs)
+                or self.game in DRAWN_IN_PLAY):
+            return self._deal(seed)  # the seed's parity splits it (FromText)
+        for k in range(_MAX_SPLIT_TRIES):
+            dealt = self._deal(seed if seed is None or k == 0 else (seed + k * 0x9E3779B1) % 2**32)
+            if split_of_task(self.task_key()) == self.split:
+                return dealt
+        raise ValueError(
+            f"textarena/{self.game}{self.variant}: none of {_MAX_SPLIT_TRIES} deals from seed {seed} "
+            f"is a task of split {self.split!r}: the game has too few distinct tasks for two "
+            "disjoint splits")
+
+    def task_key(self) -> Any:
+        """The game as dealt, hidden parts included (a secret number, the bandit's odds, the
+        opponent's hand): the game object's own fields and its `state.game_state` as plain
+        JSON, and for a two-seat game the agent's seat and the built-in opponent's generator.
+        None before a reset."""
+        if self.env is None:
+            return None
+        fields = {k: v for k, v in vars(self.env).items() if k not in ("state", "env_id", "entry_point")}
+        key = {"game": fields, "game_state": getattr(getattr(self.env, "state", None), "game_state", None)}
+        if self.players > 1:
+            key.update(agent=self.agent, opponent_rng=self._rng.getstate())
+        return _plain(key)
+
+    def _deal(self, seed: int | None) -> tuple[str, dict]:
         ta = _textarena()
         self.env = ta.make(f"{self.game}{self.variant}-raw", **self.game_kwargs)
         self._rng = random.Random(seed)
@@ -389,10 +473,21 @@ class TextArenaSource(StringEnvSource):
         super().__init__(renderer=renderer, split=split, **options)
 
     def make_string_env(self) -> TextArenaGame:
-        return TextArenaGame(**self._game_args)
+        return TextArenaGame(**self._game_args, split=self.split)
 
     def fixed_task_reason(self) -> str | None:
-        return FIXED_TASKS.get(self._game_args["game"])
+        args = self._game_args
+        return fixed_task(args["game"], args["variant"], args["game_kwargs"])
+
+    def task_key(self, env: Any) -> Any:
+        """`TextArenaGame.task_key` of the episode's game (None before its reset); for a game
+        that draws its task during play (`DRAWN_IN_PLAY`), with the episode's random stream."""
+        table = getattr(env, "string_env", None)
+        if not isinstance(table, TextArenaGame):
+            return None
+        if table.game in DRAWN_IN_PLAY and isinstance(env, StringEpisode):
+            return [table.task_key(), env.global_rng_fingerprint()]
+        return table.task_key()
 
     def no_gold_reason(self) -> str | None:
         return ("TextArena's games ship no solver and no reference moves to script a winning game "

@@ -1,7 +1,8 @@
 """The `determinism` row: two fresh subprocesses with different hash seeds play, per seed, whole
 episodes from `reset(seed=s)` on the Gymnasium face (a fixed reply sequence and each gold
 scripted case, at most two) and digest every action, observation, reward and end flag; the
-digests must agree across the processes and differ across seeds. A game that opens the same
+digests (with the source's `task_key` of each episode, when it declares one: a hidden task the
+plays never reveal) must agree across the processes and differ across seeds. A game that opens the same
 way for every seed shows its task in how it answers a real player, so the first observation
 alone is never the test. A slow env (a generated game whose reset takes seconds) is compared on
 the seeds both processes finished within half the time limit (at least two). A source may declare
@@ -33,6 +34,10 @@ def _episode_digest(env, seed: int, policy: Callable[[Any, str], list[int]],
     obs, info = env.reset(seed=seed)
     first = hashlib.sha256(json.dumps([int(t) for t in obs]).encode()).hexdigest()[:16]
     digest.update(b"reset" + first.encode())
+    # A declared task key shows a hidden task (a secret number) that these plays never reveal.
+    key = env.unwrapped.source.task_key(env.unwrapped.current_env)
+    if key is not None:
+        digest.update(b"task" + json.dumps(key, sort_keys=True, separators=(",", ":")).encode())
     decode = env.unwrapped.tokenizer.decode
     for _ in range(max_turns):
         action = policy(env.unwrapped.current_env, decode([int(t) for t in obs]))

@@ -85,6 +85,13 @@ class _PrivateGlobalRNG:
                 random.setstate(outer_py)
                 np.random.set_state(outer_np)
 
+    def fingerprint(self) -> str:
+        """A short digest of the private state now, the same in every process (a task key for
+        games that draw their task while they are played)."""
+        import hashlib
+
+        return hashlib.sha256(repr((self._py, self._np[1].tolist(), self._np[2:])).encode()).hexdigest()[:16]
+
     @contextmanager
     def active(self) -> Iterator[None]:
         with _GLOBAL_RNG_LOCK:
@@ -178,6 +185,12 @@ class StringEpisode(Env):
     def string_env(self) -> Any:
         """The wrapped string env playing this episode (None before `initial_observation`)."""
         return self._env
+
+    def global_rng_fingerprint(self) -> str | None:
+        """A digest of the episode's private `random` / `numpy.random` state now (None without
+        `isolate_global_rng`): what a game that draws its task during play (Minesweeper's mines)
+        will draw from."""
+        return self._rng.fingerprint() if self._rng is not None else None
 
     def _context(self):
         return self._rng.active() if self._rng is not None else _no_isolation()

@@ -71,19 +71,22 @@ sandbox-deps:
 
 # The Tinker cookbook's own rollout code running our envs, and its own unit tests run against
 # llm_gym (tests/conformance/test_cookbook_own_tests.py downloads the matching sdist at test time).
-# tinker-cookbook pins transformers<=5.5.4 (0.5.8), older than [train]'s, so this venv gets the env
-# library and the cookbook only. The cookbook is installed --no-deps and then its own requirements
+# tinker-cookbook 0.5.8 pinned transformers<=5.5.4, older than [train]'s (0.6.1 only excludes some
+# 5.3-5.6 releases), and brings chz, tinker and blobfile, so this venv gets the env library and the
+# cookbook only. The cookbook is installed --no-deps and then its own requirements
 # minus tml-renderers: 0.6.x requires tml-renderers>=0.4.1, which is not among the versions
-# reachable here (<=0.2.1), and imports it only lazily (the tml/Kimi renderers), so the same recipe
-# installs 0.5.8 and 0.6.1. `make COOKBOOK_VERSION=0.6.1 test-cookbook` builds it; the default stays
-# 0.5.8 until llm_gym's completers (TokensWithLogprobs.sequence_id / prompt_cache_hit_tokens,
-# `sample`) and rl.interleaved (dataset_utils.cycle_permutation) follow 0.6.1.
+# reachable here (<=0.2.1), and imports it only lazily (the tml/Kimi K3.1 renderers, the Inkling and
+# Kimi K3.1 tokenizers), so the same recipe installs 0.5.8 and 0.6.1. llm_gym follows 0.6.1 (the
+# default): TokensWithLogprobs.sequence_id / prompt_cache_hit_tokens, completers awaiting the
+# client's `sample`, rl.dataset_utils (the interleaved schedule), provenance spans on Datum; on
+# 0.5.8 the tests of those differ or skip.
 COOKBOOK_VENV ?= .venv-cookbook
-COOKBOOK_VERSION ?= 0.5.8
+COOKBOOK_VERSION ?= 0.6.1
 COOKBOOK_REQUIREMENTS = import importlib.metadata as m, re; \
 	print("\n".join(r for r in m.requires("tinker-cookbook") or [] \
 	if "extra ==" not in r and not re.match(r"tml[-_]renderers", r)))
-$(COOKBOOK_VENV)/.installed: pyproject.toml scripts/install_torch.py
+# The stamp names the version, so `make COOKBOOK_VERSION=0.5.8 test-cookbook` reinstalls the cookbook.
+$(COOKBOOK_VENV)/.installed-$(COOKBOOK_VERSION): pyproject.toml scripts/install_torch.py
 	test -x $(COOKBOOK_VENV)/bin/python || $(PYTHON) -m venv $(COOKBOOK_VENV)
 	$(COOKBOOK_VENV)/bin/python $(PIP_INSTALL) --upgrade pip
 	$(INSTALL_TORCH) --python $(COOKBOOK_VENV)/bin/python
@@ -91,9 +94,10 @@ $(COOKBOOK_VENV)/.installed: pyproject.toml scripts/install_torch.py
 	$(COOKBOOK_VENV)/bin/python -c '$(COOKBOOK_REQUIREMENTS)' > $(COOKBOOK_VENV)/cookbook-requirements.txt
 	$(COOKBOOK_VENV)/bin/python $(PIP_INSTALL) -r $(COOKBOOK_VENV)/cookbook-requirements.txt -e ".[cookbook]" pytest
 	$(COOKBOOK_VENV)/bin/python -c "import tinker_cookbook.rl.rollouts, tinker_cookbook.renderers, tinker_cookbook.tool_use"
+	rm -f $(COOKBOOK_VENV)/.installed*
 	touch $@
 
-test-cookbook: $(COOKBOOK_VENV)/.installed
+test-cookbook: $(COOKBOOK_VENV)/.installed-$(COOKBOOK_VERSION)
 	LLM_GYM_REQUIRE_COOKBOOK=1 $(COOKBOOK_VENV)/bin/python $(PYTEST) tests/llm_gym/adapters/test_adapter_tinker.py tests/conformance
 
 # verifiers 0.4 and OpenEnv running our envs against loopback stub model servers: openenv-core pulls

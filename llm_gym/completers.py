@@ -8,6 +8,7 @@ messages, for envs and tools that talk in text.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from typing import Literal, Sequence, Union
 
@@ -19,11 +20,18 @@ StopReason = Literal["stop", "length"]
 
 @dataclass
 class TokensWithLogprobs:
-    """Sampled tokens, their per-token sampling logprobs (if known) and why sampling stopped."""
+    """Sampled tokens, their per-token sampling logprobs (if known) and why sampling stopped.
+
+    `sequence_id` is the sampler's id for this sampled sequence (a Tinker sampling client's
+    `SampledSequence.sequence_id`; None when the completer has none): `trajectory_to_data` uses it
+    to record the datum's provenance spans. `prompt_cache_hit_tokens` counts the prompt tokens the
+    sampler served from its prefix cache for this sample (0 when unknown)."""
 
     tokens: list[int]
     maybe_logprobs: list[float] | None
     stop_reason: StopReason = "stop"
+    sequence_id: str | None = None
+    prompt_cache_hit_tokens: int = 0
 
     def __post_init__(self) -> None:
         if isinstance(self.tokens, (str, bytes, bytearray)):
@@ -90,32 +98,39 @@ class RendererMessageCompleter(MessageCompleter):
 
 @dataclass
 class SamplingParams:
-    """The sampling parameters a sampling client's `sample_async` receives, when the `tinker`
-    package is not installed (with it, `tinker.SamplingParams` is passed instead)."""
+    """The sampling parameters a sampling client's `sample` / `sample_async` receives, when the
+    `tinker` package is not installed (with it, `tinker.SamplingParams` is passed instead)."""
 
     temperature: float = 1.0
     max_tokens: int | None = None
     stop: StopCondition | None = None
 
 
-async def _sample_with_client(
+async def _sample_response(
     sampling_client, model_input: ModelInput, *, temperature: float, max_tokens: int | None,
     stop: StopCondition | None, owner: str, prompt_as_keyword: bool = False,
 ):
-    """One sample from a client with the Tinker `SamplingClient` interface: its first sequence
-    (`.tokens`, `.logprobs`, `.stop_reason`).
+    """One sampling request (`num_samples=1`) to a client with the Tinker `SamplingClient`
+    interface; returns its response (`.sequences[0]` with `.tokens`, `.logprobs`, `.stop_reason`
+    and, on a real Tinker response, `.sequence_id` and `.prompt_cache_hit_tokens`).
 
-    llm_gym runs no sampling service, so anything without `sample_async` is refused here, at
-    first use, with the fix; with `tinker` installed the prompt and parameters are converted to
-    its types (a real `tinker.SamplingClient` validates them)."""
-    sample_async = getattr(sampling_client, "sample_async", None)
-    if not callable(sample_async):
+    As the cookbook (0.6) does, the client's `sample(...)` is called and its result awaited (a
+    Tinker `APIFuture`, a coroutine, or the response itself); a client with only `sample_async`
+    (the interface cookbook 0.5 called) is awaited through that. llm_gym runs no sampling service,
+    so anything with neither is refused here, at first use, with the fix; with `tinker` installed
+    the prompt and parameters are converted to its types (a real `tinker.SamplingClient`
+    validates them)."""
+    sample = getattr(sampling_client, "sample", None)
+    if not callable(sample):
+        sample = getattr(sampling_client, "sample_async", None)
+    if not callable(sample):
         raise TypeError(
             f"{owner} needs a sampling client with the Tinker SamplingClient interface "
-            "(`await client.sample_async(model_input, num_samples=1, sampling_params=...)` returning "
-            f"`.sequences[0].tokens`); got {type(sampling_client).__name__}. llm_gym has no hosted "
-            "sampling service: pass a tinker.SamplingClient, or use RendererMessageCompleter with a "
-            "local TokenCompleter (e.g. the trainer's HF sampler)."
+            "(`await client.sample(model_input, num_samples=1, sampling_params=...)`, or "
+            "`sample_async`, returning `.sequences[0].tokens`); got "
+            f"{type(sampling_client).__name__}. llm_gym has no hosted sampling service: pass a "
+            "tinker.SamplingClient, or use RendererMessageCompleter with a local TokenCompleter "
+            "(e.g. the trainer's HF sampler)."
         )
     try:
         import tinker
@@ -123,13 +138,29 @@ async def _sample_with_client(
         params, prompt = SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=stop), model_input
     else:
         params = tinker.SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=stop)
-        prompt = tinker.ModelInput.from_ints(list(model_input.to_ints())) if isinstance(model_input, ModelInput) else model_input
+        prompt = model_input
+        if isinstance(model_input, ModelInput):
+            prompt = tinker.ModelInput.from_ints(list(model_input.to_ints()))
     # The cookbook's token completer passes `prompt=`, its message completer the prompt positionally;
     # a client written against either keeps working.
     if prompt_as_keyword:
-        response = await sample_async(prompt=prompt, num_samples=1, sampling_params=params)
+        response = sample(prompt=prompt, num_samples=1, sampling_params=params)
     else:
-        response = await sample_async(prompt, num_samples=1, sampling_params=params)
+        response = sample(prompt, num_samples=1, sampling_params=params)
+    if inspect.isawaitable(response):
+        response = await response
+    return response
+
+
+async def _sample_with_client(
+    sampling_client, model_input: ModelInput, *, temperature: float, max_tokens: int | None,
+    stop: StopCondition | None, owner: str, prompt_as_keyword: bool = False,
+):
+    """The first sequence of `_sample_response` (`.tokens`, `.logprobs`, `.stop_reason`)."""
+    response = await _sample_response(
+        sampling_client, model_input, temperature=temperature, max_tokens=max_tokens, stop=stop,
+        owner=owner, prompt_as_keyword=prompt_as_keyword,
+    )
     return response.sequences[0]
 
 
@@ -138,10 +169,11 @@ class TinkerTokenCompleter(TokenCompleter):
     """A `TokenCompleter` over a Tinker-style sampling client (the cookbook's name and fields):
     samples at most `max_tokens` (the smaller of it and a per-call `max_tokens`, and no more than
     `context_window - prompt length` when that is set: ValueError when no room is left) and
-    returns the sequence's tokens, logprobs and stop reason.
+    returns the sequence's tokens, logprobs, stop reason and `sequence_id`, with the response's
+    `prompt_cache_hit_tokens`.
 
     llm_gym has no sampling service: `sampling_client` must have the Tinker `SamplingClient`
-    interface (`sample_async`), else TypeError at the first call. For a local model use the
+    interface (`sample`, or `sample_async`), else TypeError at the first call. For a local model use the
     trainer's HF sampler (`trainers.sampling.hf`)."""
 
     sampling_client: object
@@ -160,14 +192,18 @@ class TinkerTokenCompleter(TokenCompleter):
                     f"Prompt length ({model_input.length}) exceeds context window "
                     f"({self.context_window}). No room for generation."
                 )
-        sequence = await _sample_with_client(
+        response = await _sample_response(
             self.sampling_client, model_input, temperature=self.temperature, max_tokens=budget,
             stop=stop, owner="TinkerTokenCompleter", prompt_as_keyword=True,
         )
+        sequence = response.sequences[0]
         if sequence.logprobs is None:
             raise ValueError("the sampling client returned no logprobs; RL needs them")
-        return TokensWithLogprobs(tokens=list(sequence.tokens), maybe_logprobs=list(sequence.logprobs),
-                                  stop_reason=sequence.stop_reason)
+        return TokensWithLogprobs(
+            tokens=list(sequence.tokens), maybe_logprobs=list(sequence.logprobs),
+            stop_reason=sequence.stop_reason, sequence_id=getattr(sequence, "sequence_id", None),
+            prompt_cache_hit_tokens=getattr(response, "prompt_cache_hit_tokens", 0) or 0,
+        )
 
 
 class TinkerMessageCompleter(MessageCompleter):
@@ -177,8 +213,8 @@ class TinkerMessageCompleter(MessageCompleter):
     `{"role": "assistant", "content": ..., ["tool_calls": ...]}`.
 
     llm_gym has no sampling service: `sampling_client` must have the Tinker `SamplingClient`
-    interface (`sample_async`); anything else raises `TypeError` when the completer is first
-    called. For a local policy use `RendererMessageCompleter`."""
+    interface (`sample`, or `sample_async`); anything else raises `TypeError` when the completer
+    is first called. For a local policy use `RendererMessageCompleter`."""
 
     def __init__(self, sampling_client, renderer, max_tokens: int,
                  stop_condition: StopCondition | None = None, temperature: float = 1.0):

@@ -112,6 +112,9 @@ _TABLE: dict[str, list[tuple[str, str, str, bool, tuple[str, ...], bool]]] = {
         ("Kimi-K2.5", "K2.5", "1T-A32B", True, ("kimi_k25", "kimi_k25_disable_thinking"), True),
         ("Kimi-K2.6", "K2.6", "1T-A32B", True,
          ("kimi_k26", "kimi_k26_disable_thinking", "kimi_k26_preserve_thinking"), True),
+        ("Kimi-K3.1-Pro", "K3.1", "2.8T-A104B", True,
+         ("kimi_k31_pro_max_reasoning", "kimi_k31_pro_high_reasoning", "kimi_k31_pro_low_reasoning",
+          "kimi_k31_pro_disable_thinking", "kimi_k31_pro_no_reasoning_effort"), True),
     ],
     "zai-org": [
         ("GLM-5.3", "5.3", "744B-A40B", True, _GLM5_3, False),
@@ -129,10 +132,15 @@ _TABLE: dict[str, list[tuple[str, str, str, bool, tuple[str, ...], bool]]] = {
     ],
 }
 
-# Thinking Machines' Inkling models (rendered by the separate `tml_renderers` package): they take
-# images and audio. An `Inkling*` id not listed here gets the same renderer and modalities.
+# Thinking Machines' Inkling models (rendered by the separate `tml_renderers` package): version,
+# size and whether they take audio (all take images). An `Inkling*` id not listed here gets the
+# same renderer, images and audio.
 _INKLING_ORG = "thinkingmachines"
-_INKLING = {"Inkling": ("1", "975B-A41B"), "Inkling-Small": ("1", "276B-A12B")}
+_INKLING = {
+    "Inkling": ("1", "975B-A41B", True),
+    "Inkling-Small": ("1", "276B-A12B", True),
+    "Inkling-2-Small": ("2", "594B-A17B", False),
+}
 _TML_V0 = ("tml_v0",)
 
 
@@ -157,8 +165,8 @@ def get_model_attributes(model_name: str) -> ModelAttributes:
     if org == _INKLING_ORG and version.startswith("Inkling"):
         # An untabled Inkling id resolves too (size and version unknown: the id stands for both),
         # so a new Inkling works before it is listed.
-        version_str, size_str = _INKLING.get(version, (version, version))
-        return ModelAttributes(org, version_str, size_str, True, _TML_V0, is_vl=True, is_audio_in=True)
+        version_str, size_str, audio_in = _INKLING.get(version, (version, version, True))
+        return ModelAttributes(org, version_str, size_str, True, _TML_V0, is_vl=True, is_audio_in=audio_in)
     try:
         return _models()[model_name]
     except KeyError:

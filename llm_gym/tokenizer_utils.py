@@ -2,8 +2,9 @@
 
 Environment code written for the cookbook calls `get_tokenizer(model_name)` in its dataset builders;
 after switching imports it lands here. A name registered with `register_tokenizer` wins; "byte" /
-"llm-gym/byte" give the embedded `ByteTokenizer`; an Inkling id gets the `tml_renderers` tokenizer
-(`TmlRenderersTokenizerAdapter`); any other name goes through `_get_hf_tokenizer`, which applies
+"llm-gym/byte" give the embedded `ByteTokenizer`; a model that `tml_renderers` tokenizes (Inkling,
+Kimi K3.1-Pro: `is_tml_renderers_model`) gets that package's tokenizer behind
+`TmlRenderersTokenizerAdapter`; any other name goes through `_get_hf_tokenizer`, which applies
 the cookbook's per-model loading rules (Kimi K2's custom tokenizer class at a pinned revision,
 `HF_TRUST_REMOTE_CODE`) on top of `transformers.AutoTokenizer` and never downloads: it loads from a
 local directory or the local HF cache (the hub client is put offline unless the user opted out),
@@ -20,7 +21,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Callable, Literal, Protocol, TypeAlias, runtime_checkable
 
 from llm_gym.tokenizers import _BYTE_ALIASES, hub_offline_by_default, load_tokenizer
 
@@ -61,7 +62,7 @@ def ensure_tml_renderers_importable() -> None:
             if added:
                 sys.path.remove(entry)
     raise ModuleNotFoundError(
-        "the Inkling tokenizer needs the `tml_renderers` package: pip install tml-renderers, or set "
+        "the Inkling / Kimi K3.1-Pro tokenizers need the `tml_renderers` package: pip install tml-renderers, or set "
         "TML_RENDERERS_SOURCE_DIR to a directory that contains the tml_renderers package"
     )
 
@@ -80,24 +81,82 @@ class TmlTokenizer(Protocol):
 
 
 @runtime_checkable
+class SupportsEncodeOrdinary(Protocol):
+    """A tokenizer with a native "no special tokens" encoder (the `tml_renderers` ones)."""
+
+    def encode_ordinary(self, text: str) -> Sequence[int]: ...
+
+
+def encode_without_special_tokens(tokenizer: Tokenizer | SupportsEncodeOrdinary, text: str) -> list[int]:
+    """`text` as token ids, without the BOS/EOS tokens a model's tokenizer may add: the tokenizer's
+    own `encode_ordinary` when it has one, else `encode(text, add_special_tokens=False)`."""
+    if isinstance(tokenizer, SupportsEncodeOrdinary):
+        return list(tokenizer.encode_ordinary(text))
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+@runtime_checkable
 class SupportsTmlTokenizer(Protocol):
     """A tokenizer that exposes the `tml_renderers` tokenizer underneath it."""
 
     tml_tokenizer: TmlTokenizer
 
 
+TmlTokenizerFamily: TypeAlias = Literal["o200k_base_chat", "h200k_base_chat", "kimi_k3"]
+
+# family -> the `tml_renderers.tokenizers` names that build it: the class of tml-renderers 0.4+
+# (what cookbook 0.6 calls), then, for o200k, the factory function of earlier releases.
+_TML_TOKENIZER_BUILDERS: dict[str, tuple[str, ...]] = {
+    "o200k_base_chat": ("O200kBaseChatTokenizer", "o200k_base_chat"),
+    "h200k_base_chat": ("H200kBaseChatTokenizer",),
+    "kimi_k3": ("KimiK3Tokenizer",),
+}
+
+
+def _tml_tokenizer_family(model_name: str) -> TmlTokenizerFamily | None:
+    """The `tml_renderers` tokenizer family of a model (the cookbook's table), or None when the
+    model uses a Hugging Face tokenizer."""
+    base = model_name.split(":", 1)[0]
+    if base == "thinkingmachines/Inkling-2-Small":
+        return "h200k_base_chat"
+    if base.startswith("thinkingmachines/Inkling"):
+        return "o200k_base_chat"
+    if base.startswith("moonshotai/Kimi-K3.1-Pro"):  # the K3 renderer family's tokenizer
+        return "kimi_k3"
+    return None
+
+
+def is_tml_renderers_model(model_name: str) -> bool:
+    """Whether `tml_renderers` (not a Hugging Face tokenizer) tokenizes `model_name`."""
+    return _tml_tokenizer_family(model_name) is not None
+
+
+def _load_tml_tokenizer(family: TmlTokenizerFamily) -> TmlTokenizer:
+    ensure_tml_renderers_importable()
+    tokenizers = importlib.import_module("tml_renderers.tokenizers")
+    for name in _TML_TOKENIZER_BUILDERS[family]:
+        build = getattr(tokenizers, name, None)
+        if build is not None:
+            return build()
+    raise ModuleNotFoundError(
+        f"the installed tml_renderers has no {family} tokenizer (looked for "
+        f"{', '.join(_TML_TOKENIZER_BUILDERS[family])}); install a newer tml-renderers"
+    )
+
+
 class TmlRenderersTokenizerAdapter:
-    """The HF-style `encode` / `decode` / `eos_token_id` face of the `tml_renderers` o200k chat
-    tokenizer, which Inkling models use (`tml_tokenizer` is the tokenizer itself)."""
+    """The HF-style `encode` / `decode` / `eos_token_id` face of a `tml_renderers` tokenizer
+    (`tml_tokenizer`), which Inkling and Kimi K3.1-Pro models use. Without `tml_tokenizer` the
+    one `name_or_path`'s family uses is built (the o200k chat tokenizer for an unknown name)."""
 
     eos_token_id: int | None = None
     tml_tokenizer: TmlTokenizer
 
-    def __init__(self, name_or_path: str):
-        ensure_tml_renderers_importable()
-        tokenizers = importlib.import_module("tml_renderers.tokenizers")
+    def __init__(self, name_or_path: str, tml_tokenizer: TmlTokenizer | None = None):
+        if tml_tokenizer is None:
+            tml_tokenizer = _load_tml_tokenizer(_tml_tokenizer_family(name_or_path) or "o200k_base_chat")
         self.name_or_path = name_or_path
-        self.tml_tokenizer = tokenizers.o200k_base_chat()
+        self.tml_tokenizer = tml_tokenizer
         self.bos_token = self.tml_tokenizer.bos_token
         self.eos_token = self.tml_tokenizer.eos_token
         try:
@@ -119,16 +178,16 @@ def get_tokenizer(model_name: str) -> Tokenizer:
     """The tokenizer called `model_name` (an optional ":checkpoint" suffix is ignored).
 
     A factory registered with `register_tokenizer` wins (called each time: it caches if it wants
-    to); "byte" gives the embedded byte tokenizer; `thinkingmachines/Inkling*` the
-    `tml_renderers` tokenizer; anything else an HF tokenizer from a local path or the local HF
-    cache (`_get_hf_tokenizer`, cached)."""
+    to); "byte" gives the embedded byte tokenizer; a model that `is_tml_renderers_model` (Inkling,
+    Kimi K3.1-Pro) its `tml_renderers` tokenizer; anything else an HF tokenizer from a local path
+    or the local HF cache (`_get_hf_tokenizer`, cached)."""
     factory = _CUSTOM_TOKENIZER_REGISTRY.get(model_name)
     if factory is not None:
         return factory()
     if model_name in _BYTE_ALIASES:
         return load_tokenizer(model_name)
-    if model_name.split(":", 1)[0].startswith("thinkingmachines/Inkling"):
-        return TmlRenderersTokenizerAdapter(model_name)
+    if (family := _tml_tokenizer_family(model_name)) is not None:
+        return TmlRenderersTokenizerAdapter(model_name, _load_tml_tokenizer(family))
     return _get_hf_tokenizer(model_name)
 
 
@@ -198,11 +257,15 @@ def unregister_tokenizer(name: str) -> bool:
 
 
 __all__ = [
+    "SupportsEncodeOrdinary",
     "SupportsTmlTokenizer",
     "TmlRenderersTokenizerAdapter",
     "TmlTokenizer",
+    "TmlTokenizerFamily",
     "Tokenizer",
+    "encode_without_special_tokens",
     "ensure_tml_renderers_importable",
+    "is_tml_renderers_model",
     "get_registered_tokenizer_names",
     "get_tokenizer",
     "is_tokenizer_registered",

@@ -4,7 +4,7 @@ One small module per library translates its envs into llm-gym's (`reasoning_gym.
 single-turn `ProblemEnv`s; `textarena.py`, `gem.py`, `skyrl.py`: string envs through
 `llm_gym.wrappers.FromText`). This module holds what registration needs and nothing else: for each
 bridge the committed list of ids it registers (checked against the pinned package by
-`tests/test_bridges_*.py`), the ids it leaves out with the reason, and a spec function that the
+`tests/llm_gym/bridges/test_bridges_*.py`), the ids it leaves out with the reason, and a spec function that the
 `llm_gym.envs` entry points in `pyproject.toml` call. A spec function returns no specs unless the
 library can be imported (`importlib.util.find_spec`, which imports nothing), so `import llm_gym` never
 imports a bridged library and stays fast; `gym.make` imports it when an id is made. Install a bridge

@@ -106,7 +106,7 @@ class GemSource(StringEnvSource):
 
     def no_gold_reason(self) -> str | None:
         return ("GEM's games ship no solver and no reference moves to script a winning game "
-                "from; tests/test_bridges_gem.py checks the translation against GEM itself")
+                "from; tests/llm_gym/bridges/test_bridges_gem.py checks the translation against GEM itself")
 
     # --- the card's example: two of GEM's own random actions from a fixed seed ------------------
     def _example_key(self) -> tuple:
@@ -174,7 +174,7 @@ def _with_system(episode: list[dict[str, str]], system_prompt: str | None) -> li
 
 # Games whose reset takes from seconds to minutes (Sokoban room generation): their example was
 # played once with `GemSource._example_episode`'s procedure (seed 0, GEM's random actions) and is
-# kept here, so that reading the card costs nothing; tests/test_bridges_gem.py replays it
+# kept here, so that reading the card costs nothing; tests/llm_gym/bridges/test_bridges_gem.py replays it
 # (LLM_GYM_ALL_BRIDGE_IDS=1) to check it is still what the pinned gem-llm plays.
 RECORDED_EXAMPLES: dict[str, list[dict[str, str]]] = {'game:Sokoban-v0-hard': [{'role': 'user',
                            'content': 'You are solving the Sokoban puzzle. You are the player and '

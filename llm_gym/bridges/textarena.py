@@ -491,7 +491,7 @@ class TextArenaSource(StringEnvSource):
 
     def no_gold_reason(self) -> str | None:
         return ("TextArena's games ship no solver and no reference moves to script a winning game "
-                "from; tests/test_bridges_textarena.py checks the translation against TextArena "
+                "from; tests/llm_gym/bridges/test_bridges_textarena.py checks the translation against TextArena "
                 "itself")
 
     # --- the card's example: the first two moves of a game from a fixed seed ---------------------

@@ -141,11 +141,11 @@ class PreferenceModelFromChatRenderer(PreferenceModel):
         from llm_gym.completers import _sample_with_client
 
         prompt = self.comparison_renderer.build_generation_prompt(comparison)
-        tokens = await _sample_with_client(
+        sequence = await _sample_with_client(
             self.sampling_client, prompt, temperature=0.0, max_tokens=1, stop=None,
             owner="PreferenceModelFromChatRenderer",
         )
-        verdict = str(self.comparison_renderer.tokenizer.decode(tokens)).strip()
+        verdict = str(self.comparison_renderer.tokenizer.decode(list(sequence.tokens))).strip()
         if verdict in ("A", "B", "Tie"):
             return {"A": -1.0, "B": 1.0, "Tie": 0.0}[verdict]
         logger.warning("Invalid preference model output: %r", verdict)

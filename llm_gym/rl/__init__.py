@@ -8,6 +8,8 @@ from llm_gym.rl.data_processing import (
     remove_constant_reward_groups,
     trajectory_to_data,
 )
+from llm_gym.rl.dataset_utils import EpochCycledRLDataset, cycle_permutation, epoch_batch_index
+from llm_gym.rl.interleaved import InterleavedRLDatasetBuilder
 from llm_gym.rl.message_env import EnvFromMessageEnv, MessageEnv, MessageStepResult
 from llm_gym.rl.tool_env import AgentToolMessageEnv, build_agent_tool_env
 from llm_gym.rl.problem_env import ProblemEnv, ProblemGroupBuilder
@@ -61,4 +63,5 @@ __all__ = [
     "assemble_training_data", "compute_advantages", "episode_correct", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
     "RolloutErrorCounter", "get_rollout_executor", "set_rollout_executor",
     "remove_constant_reward_groups", "run_rollout", "trajectory_to_data",
+    "EpochCycledRLDataset", "cycle_permutation", "epoch_batch_index", "InterleavedRLDatasetBuilder",
 ]

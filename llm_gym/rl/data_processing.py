@@ -7,16 +7,23 @@ sampled tokens carrying the trajectory's advantage and their sampling logprobs;
 `assemble_training_data` does that for a whole batch. Everything here is numpy: the trainer makes
 tensors.
 
-As in the cookbook, an action whose logprob count differs from its token count raises ValueError.
-Deliberate difference: an action with `maybe_logprobs=None` gets zero logprobs instead of raising,
-because existing callers build training data from logprob-free scripted policies.
+As in the cookbook, an action without logprobs (`maybe_logprobs=None`) or whose logprob count
+differs from its token count raises ValueError.
+
+Provenance (cookbook 0.6): when every action of a datum carries the sampler's `sequence_id`
+(`TokensWithLogprobs.sequence_id`, set by `TinkerTokenCompleter` from a Tinker sampling client),
+`trajectory_to_data` records where each token came from: `Datum.model_input_spans` tile the input
+tokens and `Datum.loss_fn_input_spans` tile the targets, each a run of `PromptProvenanceSpan`
+(positions of a request's prompt) and `SampledProvenanceSpan` (a sequence's sampled tokens).
+Local samplers give no `sequence_id`, so their datums carry none (both fields None).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal, Sequence, Union
 
 import numpy as np
 
@@ -55,15 +62,87 @@ class TensorData(np.ndarray):
         return torch.from_numpy(np.ascontiguousarray(self.view(np.ndarray)))
 
 
+@dataclass(frozen=True, kw_only=True, eq=False)
+class _Span:
+    """A run of `length` consecutive tokens of sequence `sequence_id`, starting at `offset`.
+
+    Equal to (and hashed like) the `tinker` class of the same name with the same fields, so code
+    that compares a datum's spans with `tinker.PromptProvenanceSpan(...)` after the import switch
+    keeps working; llm_gym itself never imports tinker."""
+
+    sequence_id: str
+    offset: int = 0
+    length: int
+
+    def __post_init__(self) -> None:
+        name = type(self).__name__
+        if self.length < 0:
+            raise ValueError(f"{name}.length must be >= 0, got {self.length}")
+        if not self.sequence_id:
+            raise ValueError(f"{name}.sequence_id must be non-empty")
+        if self.offset < 0:
+            raise ValueError(f"{name}.offset must be >= 0, got {self.offset}")
+
+    def __eq__(self, other) -> bool:
+        kind = type(other)
+        if not (kind is type(self) or (kind.__name__ == type(self).__name__
+                                       and kind.__module__.split(".")[0] == "tinker")):
+            return NotImplemented
+        return (self.sequence_id, self.offset, self.length) == (other.sequence_id, other.offset, other.length)
+
+    def __hash__(self) -> int:
+        return hash((self.sequence_id, self.offset, self.length))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class PromptProvenanceSpan(_Span):
+    """Datum positions that were positions `[offset, offset + length)` of the prompt of the
+    sampling request that returned sequence `sequence_id` (tinker's `PromptProvenanceSpan`)."""
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class SampledProvenanceSpan(_Span):
+    """Datum positions that are positions `[offset, offset + length)` of the tokens sampled as
+    sequence `sequence_id` (tinker's `SampledProvenanceSpan`)."""
+
+
+ProvenanceSpan = Union[PromptProvenanceSpan, SampledProvenanceSpan]
+
+
+def _is_span(span) -> bool:
+    return isinstance(span, _Span) or (
+        type(span).__name__ in ("PromptProvenanceSpan", "SampledProvenanceSpan")
+        and type(span).__module__.split(".")[0] == "tinker"
+    )
+
+
+def _check_spans(name: str, spans, expected_length: int | None = None) -> None:
+    if spans is None:
+        return
+    for span in spans:
+        if not _is_span(span):
+            raise TypeError(f"{name} entries must be PromptProvenanceSpan or SampledProvenanceSpan, "
+                            f"got {type(span).__name__}")
+    if expected_length is not None and (total := sum(span.length for span in spans)) != expected_length:
+        raise ValueError(f"with_provenance {name} spans cover {total} positions but the field has "
+                         f"{expected_length}; the runs must tile it exactly")
+
+
 @dataclass
 class Datum:
     """One training sequence. `model_input` holds the input tokens (all but the last);
     `loss_fn_inputs` holds per-position arrays of the same length: `target_tokens` (next tokens),
     `logprobs` (sampling logprobs, 0 where not sampled), `advantages`, and `mask` (1 on sampled
-    tokens). SFT datums carry `target_tokens` and `weights`."""
+    tokens). SFT datums carry `target_tokens` and `weights`.
+
+    `model_input_spans` / `loss_fn_input_spans` (both or neither; attach them with
+    `with_provenance`) record where the input tokens and the targets came from: consecutive
+    `PromptProvenanceSpan` / `SampledProvenanceSpan` runs whose lengths sum to the field's length."""
 
     model_input: ModelInput
     loss_fn_inputs: dict[str, np.ndarray] = field(default_factory=dict)
+    model_input_spans: list[ProvenanceSpan] | None = None
+    loss_fn_input_spans: list[ProvenanceSpan] | None = None
 
     def __post_init__(self) -> None:
         n = self.model_input.length
@@ -72,6 +151,22 @@ class Datum:
                 raise ValueError(f"Datum: loss_fn_inputs[{key!r}] has length {len(arr)}, input has {n}")
             if not isinstance(arr, TensorData):  # a view: no copy
                 self.loss_fn_inputs[key] = np.asarray(arr).view(TensorData)
+        _check_spans("model_input_spans", self.model_input_spans)
+        _check_spans("loss_fn_input_spans", self.loss_fn_input_spans)
+        if (self.model_input_spans is None) != (self.loss_fn_input_spans is None):
+            raise ValueError("Datum: provenance comes as a pair: set both model_input_spans and "
+                             "loss_fn_input_spans, or neither")
+
+    def with_provenance(self, model_input: list[ProvenanceSpan],
+                        loss_fn_inputs: list[ProvenanceSpan]) -> "Datum":
+        """A copy carrying provenance: `model_input` spans tile the input tokens, `loss_fn_inputs`
+        spans tile `loss_fn_inputs["target_tokens"]` (ValueError when the lengths do not add up)."""
+        _check_spans("model_input", model_input, self.model_input.length)
+        targets = self.loss_fn_inputs.get("target_tokens")
+        _check_spans("loss_fn_inputs", loss_fn_inputs,
+                     len(targets) if targets is not None and np.ndim(targets) == 1 else None)
+        return dataclasses.replace(self, model_input_spans=list(model_input),
+                                   loss_fn_input_spans=list(loss_fn_inputs))
 
 
 def compute_advantages(
@@ -105,11 +200,28 @@ def compute_advantages(
     return [a.astype(np.float32) for a in advantages_P]
 
 
+def _drop_first_position(spans: list[ProvenanceSpan]) -> list[ProvenanceSpan]:
+    """The same runs without the sequence's first position."""
+    first, rest = spans[0], spans[1:]
+    if first.length == 1:
+        return rest
+    return [dataclasses.replace(first, offset=first.offset + 1, length=first.length - 1), *rest]
+
+
+def _drop_last_position(spans: list[ProvenanceSpan]) -> list[ProvenanceSpan]:
+    """The same runs without the sequence's last position."""
+    last, rest = spans[-1], spans[:-1]
+    if last.length == 1:
+        return rest
+    return [*rest, dataclasses.replace(last, length=last.length - 1)]
+
+
 def _datum_from_sequence(
-    tokens: list[int], logprobs: list[float], advantages: list[float], mask: list[float]
+    tokens: list[int], logprobs: list[float], advantages: list[float], mask: list[float],
+    spans: list[ProvenanceSpan] | None = None,
 ) -> Datum:
     # Position t predicts token t+1, so every per-token array drops its first element.
-    return Datum(
+    datum = Datum(
         model_input=ModelInput.from_ints(tokens[:-1]),
         loss_fn_inputs={
             "target_tokens": np.asarray(tokens[1:], dtype=np.int64),
@@ -118,6 +230,14 @@ def _datum_from_sequence(
             "mask": np.asarray(mask[1:], dtype=np.float32),
         },
     )
+    if not spans:
+        return datum
+    # The input drops the sequence's last token and the targets its first. A datum whose targets
+    # hold no sampled token gets no provenance (the Tinker backend rejects such spans).
+    target_spans = _drop_first_position(spans)
+    if not any(isinstance(span, SampledProvenanceSpan) for span in target_spans):
+        return datum
+    return datum.with_provenance(model_input=_drop_last_position(spans), loss_fn_inputs=target_spans)
 
 
 def _sampled_logprobs(ac) -> list[float]:
@@ -138,48 +258,67 @@ def _sampled_logprobs(ac) -> list[float]:
     return list(logprobs)
 
 
-def trajectory_to_data(traj: Trajectory, traj_advantage: float) -> list[Datum]:
+def trajectory_to_data(
+    traj: Trajectory, traj_advantage: float, include_provenance: bool = True
+) -> list[Datum]:
     """One datum per maximal run of transitions whose observation extends the previous context.
 
     If each observation starts with the previous observation + action (multi-turn chat), the whole
     trajectory is one datum; an observation that does not (a context reset) starts a new datum.
     Observation tokens get mask 0 and advantage 0; sampled tokens mask 1, the trajectory's
-    advantage, and their sampling logprobs (0 when the sampler gave none: the cookbook raises
-    there). An action whose logprob count differs from its token count raises ValueError, as in
-    the cookbook. A turn whose metrics
+    advantage, and their sampling logprobs. An action without logprobs, or whose logprob count
+    differs from its token count, raises ValueError, as in the cookbook. A turn whose metrics
     carry `parse_error_masked >= 1` (`PARSE_ERROR_MASKED_METRIC_KEY`, set by envs that mask
     unparseable turns) gets mask 0 and advantage 0 on its sampled tokens too, as in the cookbook.
+
+    `include_provenance` (default True, as in the cookbook): record each datum's provenance spans
+    (`Datum.with_provenance`): a turn's new observation tokens are positions of its sampling
+    request's prompt, its action tokens that request's sampled sequence. A datum gets them only
+    when every turn with tokens in it has a `sequence_id` and at least one target is sampled.
     """
     data: list[Datum] = []
     seq: list[int] = []
     logprobs: list[float] = []
     advantages: list[float] = []
     mask: list[float] = []
+    spans: list[ProvenanceSpan] | None = [] if include_provenance else None
     for transition in traj.transitions:
         ob = transition.ob.to_ints()
         if seq and len(ob) >= len(seq) and ob[: len(seq)] == seq:
             delta = ob[len(seq):]
         else:
             if len(seq) > 1:
-                data.append(_datum_from_sequence(seq, logprobs, advantages, mask))
+                data.append(_datum_from_sequence(seq, logprobs, advantages, mask, spans))
             seq, logprobs, advantages, mask = [], [], [], []
+            spans = [] if include_provenance else None
             delta = ob
         ac = transition.ac
         ac_logprobs = _sampled_logprobs(ac)
+        # A turn with no tokens (a rollout that stopped before its first turn) needs no id.
+        sequence_id = getattr(ac, "sequence_id", None)
+        if sequence_id is None and (delta or ac.tokens):
+            spans = None
+        if spans is not None and sequence_id is not None:
+            if delta:  # the new observation tokens end this request's prompt
+                spans.append(PromptProvenanceSpan(sequence_id=sequence_id, offset=len(seq), length=len(delta)))
+            if ac.tokens:
+                spans.append(SampledProvenanceSpan(sequence_id=sequence_id, length=len(ac.tokens)))
         masked = float(transition.metrics.get(PARSE_ERROR_MASKED_METRIC_KEY, 0.0)) >= 1.0
         seq += delta + list(ac.tokens)
         logprobs += [0.0] * len(delta) + list(ac_logprobs)
         advantages += [0.0] * len(delta) + [0.0 if masked else float(traj_advantage)] * len(ac.tokens)
         mask += [0.0] * len(delta) + [0.0 if masked else 1.0] * len(ac.tokens)
     if len(seq) > 1:
-        data.append(_datum_from_sequence(seq, logprobs, advantages, mask))
+        data.append(_datum_from_sequence(seq, logprobs, advantages, mask, spans))
     return data
 
 
 def assemble_training_data(
-    trajectory_groups_P: Sequence[TrajectoryGroup], advantages_P: Sequence[np.ndarray]
+    trajectory_groups_P: Sequence[TrajectoryGroup], advantages_P: Sequence[np.ndarray],
+    include_provenance: bool = True,
 ) -> tuple[list[Datum], list[dict[str, int]]]:
-    """All datums of a batch, with `{"group_idx", "traj_idx"}` metadata per datum."""
+    """All datums of a batch, with `{"group_idx", "traj_idx"}` metadata per datum
+    (`include_provenance` is passed to `trajectory_to_data`)."""
     if len(trajectory_groups_P) != len(advantages_P):
         raise ValueError(
             f"{len(trajectory_groups_P)} groups but {len(advantages_P)} advantage arrays"
@@ -192,7 +331,7 @@ def assemble_training_data(
                 f"group {i_group}: {len(group.trajectories_G)} trajectories, {len(adv_G)} advantages"
             )
         for i_traj, (traj, adv) in enumerate(zip(group.trajectories_G, adv_G)):
-            new = trajectory_to_data(traj, float(adv))
+            new = trajectory_to_data(traj, float(adv), include_provenance=include_provenance)
             data_D += new
             metadata_D += [{"group_idx": i_group, "traj_idx": i_traj} for _ in new]
     return data_D, metadata_D

@@ -6,10 +6,12 @@ which every slot was drawn from one source with probability proportional to its 
 is never split across sources, so GRPO's within-group advantage centering is unaffected, and the
 sources' own `logging_tags` give per-domain metrics. The whole schedule, which group of which
 source fills which slot of which batch, is computed up front from `seed` alone, so `get_batch(i)`
-is the same after a restart from a checkpoint. Within a source, groups are visited in a shuffled
-order; once all have been used a fresh shuffle starts the next pass. The RNG calls are the
-cookbook's, in its order, so the same seed gives the same schedule on both libraries
-(tests/conformance/test_cookbook_misc.py).
+is the same after a restart from a checkpoint. Within a source, groups are visited in the order
+`dataset_utils.cycle_permutation(n_groups, f"{seed}:{source index}", cycle)`, a fresh order for
+every pass over the source; the source of each slot is drawn with `random.Random(seed)`. Both are
+the cookbook's (0.6), in its order, so the same seed gives the same schedule on both libraries
+(tests/conformance/test_cookbook_misc.py). (Before cookbook 0.6 the within-source shuffles came
+from the same RNG as the source draws: the same seed now gives a different schedule than then.)
 
 The cookbook's class is a `chz` config; this one is a keyword-only dataclass with the same fields.
 """
@@ -22,6 +24,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llm_gym.rl.dataset_utils import cycle_permutation
 from llm_gym.rl.types import EnvGroupBuilder, RLDataset, RLDatasetBuilder
 
 __all__ = ["InterleavedRLDatasetBuilder"]
@@ -80,26 +83,28 @@ class _InterleavedRLDataset(RLDataset):
             ))
             logger.info(f"InterleavedRLDataset: total_batches not set, using {total_batches}")
         self._total_batches = total_batches
-        self._schedule = self._make_schedule(random.Random(seed))
+        self._seed = seed
+        self._schedule = self._make_schedule()
 
-    def _make_schedule(self, rng: random.Random) -> list[list[tuple[int, int]]]:
+    def _make_schedule(self) -> list[list[tuple[int, int]]]:
         """(source, flat group index) for every slot of every batch."""
+        rng = random.Random(self._seed)
 
-        def shuffled(n: int) -> list[int]:
-            order = list(range(n))
-            rng.shuffle(order)
-            return order
+        def order(src: int, cycle: int) -> Sequence[int]:
+            return cycle_permutation(self._source_total_groups[src], f"{self._seed}:{src}", cycle)
 
         n_sources = len(self._sources)
-        orders = [shuffled(n) for n in self._source_total_groups]
+        cycles = [0] * n_sources
+        orders = [order(src, 0) for src in range(n_sources)]
         next_pos = [0] * n_sources
         schedule = []
         for _ in range(self._total_batches):
             batch = []
             for _ in range(self._groups_per_batch):
                 src = rng.choices(range(n_sources), weights=self._weights, k=1)[0]
-                if next_pos[src] >= self._source_total_groups[src]:  # a pass is over: reshuffle
-                    orders[src] = shuffled(self._source_total_groups[src])
+                if next_pos[src] >= self._source_total_groups[src]:  # a pass is over: next order
+                    cycles[src] += 1
+                    orders[src] = order(src, cycles[src])
                     next_pos[src] = 0
                 batch.append((src, orders[src][next_pos[src]]))
                 next_pos[src] += 1
@@ -142,7 +147,8 @@ class InterleavedRLDatasetBuilder(RLDatasetBuilder):
     groups_per_batch: int
     """`EnvGroupBuilder`s (problems) per batch; each source's builders keep their own group size."""
     total_batches: int | None = None
-    """Batches in the blend (sources cycle, reshuffled); None: until the first source runs out."""
+    """Batches in the blend (sources cycle, in a fresh order each pass); None: until the first
+    source runs out."""
     seed: int = 0
     """Determines both the source of each slot and the order within each source."""
 

@@ -16,7 +16,7 @@ from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
 from llm_gym.rl.rollouts import do_single_rollout
 from llm_gym.rl.types import Env, Trajectory
-from llm_gym.tokenizer_utils import Tokenizer
+from llm_gym.tokenizer_utils import Tokenizer, encode_without_special_tokens
 
 _COLORS = {"green": 32, "yellow": 33, "blue": 34, "cyan": 36}
 
@@ -66,9 +66,7 @@ class ManualPolicy(TokenCompleter):
         prompt = "Your action:" if self.multiline else "Your action: "
         action = await get_async_input(_colored(prompt, "yellow"), multiline=self.multiline)
         self.step_count += 1
-        return TokensWithLogprobs(
-            tokens=list(self.tokenizer.encode(action, add_special_tokens=False)), maybe_logprobs=None
-        )
+        return TokensWithLogprobs(tokens=encode_without_special_tokens(self.tokenizer, action), maybe_logprobs=None)
 
 
 def print_trajectory_summary(trajectory: Trajectory) -> None:

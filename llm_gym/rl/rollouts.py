@@ -6,7 +6,8 @@ earlier llm-gym code imports it from this module; `timeout_s` / `max_tokens_per_
 as aliases) end a runaway episode with a `Trajectory.stop_reason` instead of letting it hang; the
 loop itself is `llm_gym.rl.rollout_runner.run_rollout`. `do_group_rollout(..., termination=...)`
 applies a `TerminationRewardPolicy` around group grading. `cleanup()` of the group builder is
-always awaited, also when rollouts fail or the group is skipped.
+always awaited, also when rollouts fail or the group is skipped, and runs to its end when the
+rollout is cancelled meanwhile (it is shielded; the cancellation is re-raised once it is done).
 `do_group_rollout_and_filter_constant_reward` is the cookbook's caller-side wrapper: it turns a
 dropped group (or, under an error-tolerant strategy, any group error) into `None`.
 
@@ -19,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import inspect
 import logging
+import types
 from collections import Counter
 from concurrent.futures import Executor
 from contextvars import ContextVar
@@ -143,7 +146,66 @@ async def do_group_rollout(
             _apply_zero_reward_on_limit(termination, result.trajectories, final_rewards, metrics)
         return TrajectoryGroup(list(result.trajectories), final_rewards, metrics, list(result.errors))
     finally:
-        await env_group_builder.cleanup()
+        await _cleanup_shielded(env_group_builder)
+
+
+async def _cleanup_shielded(env_group_builder: EnvGroupBuilder) -> None:
+    """`await env_group_builder.cleanup()`, shielded from cancellation as in the cookbook (0.6):
+    a rollout cancelled while its group cleans up (e.g. when training stops), even more than once,
+    still lets cleanup finish releasing its resources (sandboxes, servers); the cancellation is
+    re-raised after. cleanup's own exception, if any, propagates.
+
+    A cleanup that finishes without suspending (most do nothing) runs inline, costing no event-loop
+    turn (a batching sampler that waits for the loop to go quiet still sees the group finish before
+    its next batch); only one that suspends continues in a shielded task."""
+    awaitable = env_group_builder.cleanup()
+    if inspect.iscoroutine(awaitable):
+        try:
+            suspended_on = awaitable.send(None)
+        except StopIteration:
+            return
+        task = asyncio.ensure_future(_finish_started(awaitable, suspended_on))
+    else:
+        task = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():  # cleanup itself was cancelled (not just us): nothing to wait for
+                raise
+            cancelled = True
+    if cancelled:
+        raise asyncio.CancelledError
+    task.result()
+
+
+async def _finish_started(coro, suspended_on):
+    """The rest of a coroutine that was stepped once and suspended on `suspended_on`."""
+    return await _resume(coro, suspended_on)
+
+
+@types.coroutine
+def _resume(coro, suspended_on):
+    """`yield from coro` for a coroutine already started: hands what it waits on to the running
+    task and passes the task's answers (values or exceptions) back in."""
+    waiting_on = suspended_on
+    while True:
+        try:
+            answer = yield waiting_on
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:  # noqa: BLE001 - thrown in by the task: passed on
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                waiting_on = coro.send(answer)
+            except StopIteration as done:
+                return done.value
 
 
 async def do_group_rollout_and_filter_constant_reward(

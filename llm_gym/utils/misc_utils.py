@@ -37,12 +37,14 @@ def timed(key: str, metrics: dict[str, Any]) -> Iterator[None]:
     metrics[f"time/{key}"] = time.time() - start
 
 
-def dict_mean(list_of_dicts: list[dict[str, float | int]]) -> dict[str, float]:
-    """Key-wise mean; a key missing from some dicts is averaged over the dicts that have it."""
+def dict_mean(list_of_dicts: list[dict[str, float | int | None]]) -> dict[str, float]:
+    """Key-wise mean; a key missing from some dicts, or None in them, is averaged over the dicts
+    that have a value for it, and a key that is None everywhere is left out."""
     values: dict[str, list[float | int]] = {}
     for d in list_of_dicts:
         for k, v in d.items():
-            values.setdefault(k, []).append(v)
+            if v is not None:
+                values.setdefault(k, []).append(v)
     return {k: float(sum(vs) / len(vs)) for k, vs in values.items()}
 
 

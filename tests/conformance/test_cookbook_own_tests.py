@@ -73,6 +73,9 @@ EXCLUDED_FILES = {
     "rl/cost_metrics_test.py": "the training loop's billing (hosted service cost metrics)",
     "rl/discarded_group_cost_test.py": "the training loop's billing (hosted service cost metrics)",
     "rl/kl_scoring_test.py": "KL scoring through the hosted service's sampling client",
+    "rl/metric_util_test.py": "RLTestSetEvaluator, the training loop's evaluator over the hosted service's sampling "
+        "client (a SamplingClientEvaluator), reporting in the cookbook's eval.benchmarks.BenchmarkResult "
+        "(asserted with isinstance against that class; llm_gym has neither)",
     "rl/shutdown_test.py": "the chz training loop's shutdown helpers (imports rl.train)",
     "renderers/parsing_test.py": "imports 7 model-specific renderer modules (qwen3, deepseek_v3, gpt_oss, kimi_k2, "
         "...) at module level, which llm_gym does not have (built from their hub tokenizers; files above)",
@@ -87,9 +90,12 @@ EXCLUDED_TESTS = {
         "checks tinker_cookbook.sandbox's own class (not mirrored: llm_gym.sandbox is ours) against llm_gym's SandboxError",
 }
 
-# The measured pass rate (passed / in scope) on tinker-cookbook 0.5.8's tests (200 / 462 before the
-# module map of issue 22), less ~2 points for tests that may flip with load; raise it when it rises.
-MIN_PASS_RATE = 0.93  # 416 / 437 (95.2%) measured twice; the issue asks for 0.95
+# The measured pass rate (passed / in scope), less ~2 points for tests that may flip with load;
+# raise it when it rises. tinker-cookbook 0.5.8: 200 / 462 before the module map of issue 22, then
+# 416 / 437 (95.2%). 0.6.1: 443 / 465 (95.3%); the rest: model_info's recommended renderer names
+# (19: llm_gym returns only a renderer it can build, else ConfigurationError, by design) and
+# utils.misc_utils.dict_mean skipping None values (3, new in 0.6). The issue asks for 0.95.
+MIN_PASS_RATE = 0.93
 
 
 def _in_scope_files(sdist: Path) -> list[str]:

@@ -326,6 +326,64 @@ def test_parse_error_masked_turn_is_masked_alike():
     assert out["llm_gym"]["advantages"] == [0, 0, 0, 0, 2, 0, 2]
 
 
+@pytest.mark.parametrize("case", ["prefix", "reset", "missing_id", "empty_turn", "no_sampled_target", "disabled"])
+def test_provenance_spans_alike(case):
+    """Cookbook 0.6: `trajectory_to_data` records where each token came from when every turn has
+    the sampler's `sequence_id`; the same trajectories give the same spans (compared as
+    (kind, sequence id, offset, length)) and the same datums on both sides."""
+    import inspect
+
+    import numpy as np
+
+    require_cookbook()
+    from tinker_cookbook.rl.data_processing import trajectory_to_data as cb_to_data
+
+    if "include_provenance" not in inspect.signature(cb_to_data).parameters:
+        pytest.skip("the installed tinker-cookbook records no provenance (added in 0.6)")
+
+    def turns(case):
+        if case == "prefix":  # one datum; turn b's prompt extends a's prompt + action
+            return [([1, 2, 3], [4, 5], "a"), ([1, 2, 3, 4, 5, 6, 7], [8, 9, 10], "b"),
+                    ([1, 2, 3, 4, 5, 6, 7, 8, 9, 10], [11], "c")]
+        if case == "reset":  # a prompt that does not extend the context starts a second datum
+            return [([1, 2], [3], "a"), ([9, 9, 9], [4, 5], "b"), ([7], [8], "c")]
+        if case == "missing_id":  # the second datum has a turn without an id: no spans for it
+            return [([1, 2], [3], "a"), ([5, 6], [7], "b"), ([5, 6, 7, 8], [9], None)]
+        if case == "empty_turn":  # a turn with no tokens needs no id
+            return [([1, 2], [3], "a"), ([], [], None)]
+        if case == "no_sampled_target":
+            return [([1, 2, 3], [], "a")]
+        return [([1, 2], [3, 4], "a")]
+
+    def spans(spans_):
+        return None if spans_ is None else [(type(s).__name__, s.sequence_id, s.offset, s.length) for s in spans_]
+
+    out = {}
+    for side in ("cookbook", "llm_gym"):
+        lib = Lib(side)
+        t, tw = lib.types, lib.completers.TokensWithLogprobs
+        if side == "cookbook":
+            to_data = cb_to_data
+        else:
+            from llm_gym.rl.data_processing import trajectory_to_data as to_data
+        mi = lib.ModelInput.from_ints
+        transitions = [
+            t.Transition(ob=mi(ob), ac=tw(tokens=ac, maybe_logprobs=[-0.5] * len(ac), sequence_id=sid),
+                         reward=0.0, episode_done=False)
+            for ob, ac, sid in turns(case)
+        ]
+        traj = t.Trajectory(transitions=transitions, final_ob=mi([]))
+        data = to_data(traj, 1.0, include_provenance=case != "disabled")
+        out[side] = [(list(d.model_input.to_ints()), spans(d.model_input_spans), spans(d.loss_fn_input_spans),
+                      {k: np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=float).tolist()
+                       for k, v in d.loss_fn_inputs.items()})
+                     for d in data]
+    assert out["llm_gym"] == out["cookbook"]
+    has_spans = [d[1] is not None for d in out["llm_gym"]]
+    assert has_spans == {"prefix": [True], "reset": [True, True, True], "missing_id": [True, False],
+                         "empty_turn": [True], "no_sampled_target": [False], "disabled": [False]}[case]
+
+
 def _limits_module(side: str):
     if side == "cookbook":
         from tinker_cookbook.rl import rollout_limits, rollout_presets, rollout_runner
@@ -518,6 +576,7 @@ def test_bad_logprobs_in_training_data():
     class Ac:  # the cookbook's TokensWithLogprobs does not check lengths; ours does, so duck-type
         def __init__(self, tokens, logprobs):
             self.tokens, self.maybe_logprobs, self.stop_reason = tokens, logprobs, "stop"
+            self.sequence_id, self.prompt_cache_hit_tokens = None, 0  # cookbook 0.6's fields
 
         @property
         def logprobs(self):

@@ -1,7 +1,7 @@
 """Tinker-cookbook compatibility.
 
 Always: llm-gym's seed API has the cookbook's shape (the field lists and signatures below were read
-from tinker-cookbook 0.5.8's `tinker_cookbook/rl/types.py` and `completers.py`; when the cookbook is
+from tinker-cookbook 0.6.1's `tinker_cookbook/rl/types.py` and `completers.py`; when the cookbook is
 installed the test compares against the installed package instead).
 With `tinker_cookbook` installed (`pip install tinker-cookbook`; not part of `make test`, see
 docs/adapters.md): the cookbook's own `do_group_rollout` runs llm-gym env groups with a local
@@ -30,13 +30,14 @@ from llm_gym.rl import ProblemGroupBuilder, do_group_rollout  # noqa: E402
 from llm_gym.rl import types as our_types  # noqa: E402
 from llm_gym.adapters import tinker as adapter  # noqa: E402
 
-# tinker-cookbook 0.5.8
+# tinker-cookbook 0.6.1
 COOKBOOK_FIELDS = {
     "StepResult": ["reward", "episode_done", "next_observation", "next_stop_condition", "metrics", "logs"],
     "Transition": ["ob", "ac", "reward", "episode_done", "metrics", "logs"],
     "Trajectory": ["transitions", "final_ob", "stop_reason"],
     "TrajectoryGroup": ["trajectories_G", "final_rewards_G", "metrics_G", "rollout_errors"],
-    "TokensWithLogprobs": ["tokens", "maybe_logprobs", "stop_reason"],
+    "TokensWithLogprobs": ["tokens", "maybe_logprobs", "stop_reason", "sequence_id",
+                           "prompt_cache_hit_tokens"],
 }
 COOKBOOK_METHODS = {  # (class, method): (parameters as (name, kind), is coroutine)
     ("Env", "initial_observation"): ([("self", "POSITIONAL_OR_KEYWORD")], True),
@@ -61,7 +62,7 @@ def _ours(name: str):
 
 
 def _expected_shapes():
-    """The cookbook's shapes: from the installed package when present, else the 0.5.8 record."""
+    """The cookbook's shapes: from the installed package when present, else the 0.6.1 record."""
     if not adapter.cookbook_available():
         return COOKBOOK_FIELDS, COOKBOOK_METHODS
     from tinker_cookbook import completers

@@ -296,7 +296,8 @@ def _plot_control(family: str, rows: list[dict], out: Path) -> None:
 
 
 def control_table(rows: list[dict]) -> str:
-    lines = ["| seed | SFT steps to band | held-out at band | + GRPO | + more SFT: same steps | same sequences | same seconds |",
+    lines = ["| seed | SFT steps to band | held-out at band | + GRPO | + more SFT: same steps | same sequences "
+             "| same seconds |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "grpo" not in r:
@@ -312,7 +313,8 @@ def control_table(rows: list[dict]) -> str:
             return f"{p['held_out']:.2f} (+{p['extra_steps']} steps, {p['train_seconds']:.0f} s)"
 
         lines.append(f"| {r['seed']} | {r['sft_steps_to_band']} | {r['more_sft'][0]['held_out']:.2f} | "
-                     f"**{r['grpo']['held_out_after']:.2f}** ({r['grpo']['steps']} steps, {r['grpo']['train_seconds']:.0f} s) | "
+                     f"**{r['grpo']['held_out_after']:.2f}** ({r['grpo']['steps']} steps, "
+                     f"{r['grpo']['train_seconds']:.0f} s) | "
                      f"{at('same_optimizer_steps')} | {at('same_sequences')} | {at('same_train_seconds')} |")
     return "\n".join(lines)
 
@@ -321,7 +323,8 @@ def table(rows: list[dict]) -> str:
     def fmt(v):
         return "—" if v is None else f"{v:.2f}"
 
-    lines = ["| family | env | held-out: before SFT | before RL | after RL | train correct: first 5 → last 5 steps | wall |",
+    lines = ["| family | env | held-out: before SFT | before RL | after RL "
+             "| train correct: first 5 → last 5 steps | wall |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
@@ -329,7 +332,8 @@ def table(rows: list[dict]) -> str:
             continue
         lines.append(f"| {r['family']} | `{r['env']}` | {fmt(r.get('eval_before_sft'))} | "
                      f"{fmt(r.get('eval_before_rl'))} | {fmt(r.get('eval_after_rl'))} | "
-                     f"{fmt(r.get('train_correct_first5'))} → {fmt(r.get('train_correct_last5'))} | {r['wall_s']:.0f} s |")
+                     f"{fmt(r.get('train_correct_first5'))} → {fmt(r.get('train_correct_last5'))} | "
+                     f"{r['wall_s']:.0f} s |")
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """Wall-clock time of `import llm_gym` in fresh interpreters (the goal: well under 0.5 s).
 
 Kept here rather than in a test: wall time on a shared machine swings with load (a timed assert
-once failed a fresh-clone `make test` at 0.79 s). `tests/test_import.py` checks what makes the
+once failed a fresh-clone `make test` at 0.79 s). `tests/llm_gym/test_import.py` checks what makes the
 import cheap instead (no heavy modules, a bounded module count, CPU time with a wide margin).
 
     python benchmarks/import_time.py [--repeats 7]

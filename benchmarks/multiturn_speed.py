@@ -169,7 +169,7 @@ def qwen3_tool_tokenizer(root: Path):
 def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int) -> None:
     """A tiny Llama sized to the Qwen3 vocabulary, warm-started to open a GuessNumber episode
     with an `act` tool call in TRL's template (the recipe of
-    `tests/test_adapter_trl.py::test_trl_environment_factory_drives_a_real_tool_loop_...`):
+    `tests/llm_gym/adapters/test_adapter_trl.py::test_trl_environment_factory_drives_a_real_tool_loop_...`):
     logits only at answer positions, since a 151k-wide head over every position is GBs."""
     from transformers import LlamaConfig, LlamaForCausalLM
 

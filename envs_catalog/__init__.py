@@ -10,7 +10,7 @@ the sources' cards by `python -m envs_catalog.catalog`.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 # Each family lists its ids in its own `specs*.py` module (data only: importing it imports no env).
 # A spec may say `"requires": "package"` (or "package/glob": a data file only some versions of a
@@ -32,6 +32,9 @@ def _all_specs() -> list[dict[str, Any]]:
 # registration (which registers a spec only when `llm_gym.registration.requirement_met` holds) and
 # what the generated catalog lists (so CATALOG.md is the same whatever is installed).
 ALL_SPECS: list[dict[str, Any]] = _all_specs()
+
+if TYPE_CHECKING:  # computed by `__getattr__` below on first use
+    ENV_SPECS: list[dict[str, Any]]
 
 
 def __getattr__(name: str) -> Any:

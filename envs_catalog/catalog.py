@@ -144,7 +144,7 @@ _UPSTREAM_KEYS = ("dataset", "game", "gem_id", "env_name")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--check", action="store_true", help="fail if CATALOG.md is out of date")
     args = parser.parse_args(argv)
     text = render_catalog()

@@ -7,6 +7,8 @@ spaces, vector envs). Importing this package is cheap and torch-free.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from llm_gym.completers import (
     MessageCompleter,
     StopCondition,
@@ -19,6 +21,14 @@ from llm_gym.tokenizers import ByteTokenizer, InvalidTokenError, load_tokenizer
 from llm_gym.registration import make, register_catalogs, register_env
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers (no import at run time)
+    from llm_gym.spaces import TokenSequence
+    from llm_gym.text_env import TextEnv
+    from llm_gym.tools import FunctionTool, tool
+    from llm_gym.wrappers.grouping import GymEnvGroupBuilder, GymRLDataset
+    from llm_gym.wrappers.text import TextActions
+    from llm_gym.wrappers.vector import GroupAdvantages
 
 # The Gymnasium face, imported on first use so `import llm_gym` stays light.
 _LAZY = {

@@ -111,7 +111,7 @@ def extra_of(import_name: str) -> str | None:
 def _package_row(name: str, specifier: str, *, optional: bool = False) -> dict[str, Any]:
     version = _version(name)
     ok = version is not None
-    if ok and specifier:
+    if version is not None and specifier:
         try:
             from packaging.specifiers import SpecifierSet
 

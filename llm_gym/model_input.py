@@ -13,7 +13,7 @@ from __future__ import annotations
 import array
 import operator
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence, cast
 
 
 def as_token_ids(tokens: object, *, what: str = "token ids") -> tuple[int, ...]:
@@ -40,15 +40,16 @@ def as_token_ids(tokens: object, *, what: str = "token ids") -> tuple[int, ...]:
                 raise TypeError(
                     f"{what} must be a sequence of ints, got {type(tokens).__name__} {tokens!r}"
                 ) from None
+    seq = cast("list[Any] | tuple[Any, ...]", tokens)  # a list or tuple by now
     # One C-level pass validates everything: array('Q') rejects non-integers (TypeError) and
     # negative ids (OverflowError), and tolist() turns numpy integers into Python ints.
     try:
-        ids = tuple(array.array("Q", tokens).tolist())
+        ids = tuple(array.array("Q", seq).tolist())
     except TypeError:
-        bad = next(t for t in tokens if not _is_index(t))
+        bad = next(t for t in seq if not _is_index(t))
         raise TypeError(f"{what} must be ints, got {type(bad).__name__} {bad!r}") from None
     except OverflowError:
-        bad = next(t for t in tokens if not 0 <= operator.index(t) < 2**64)
+        bad = next(t for t in seq if not 0 <= operator.index(t) < 2**64)
         if operator.index(bad) < 0:
             raise ValueError(f"{what} must be non-negative, got {bad}") from None
         raise ValueError(f"{what}: id {bad} is too large to be a token id") from None
@@ -117,7 +118,7 @@ class ModelInput:
     def chunks(self) -> list[EncodedTextChunk]:
         return [EncodedTextChunk(tokens=list(self._tokens))] if self._tokens else []
 
-    def append(self, chunk: EncodedTextChunk | "ModelInput" | Sequence[int]) -> "ModelInput":
+    def append(self, chunk: EncodedTextChunk | ModelInput | Sequence[int]) -> ModelInput:
         """Return a new ModelInput with `chunk` (a chunk, a ModelInput or token ids) appended."""
         if isinstance(chunk, ModelInput):
             return ModelInput._trusted(self._tokens + chunk._tokens)

@@ -31,7 +31,10 @@ if TYPE_CHECKING:
     from llm_gym.env_source import EnvSource
 
 CaseKind = Literal["gold", "adversarial"]
-ReplyFn = Callable[[Env, str], str]
+# The first argument is the seed-API env of the case's own source (a `CountdownEnv`, a board game's
+# env, ...), whose task attributes the reply reads: `Any`, since a `Callable[[Env, str], str]` would
+# demand replies that accept every `Env`.
+ReplyFn = Callable[[Any, str], str]
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,8 @@ class TokenSequence(Sequence):
         if length_spec is None:
             length = int(self.np_random.integers(0, self.max_length + 1))
         else:
-            length = int(self.generate_sample_length(length_spec, kind))
+            # gymnasium annotates np.integer, and takes a Python int alike (np.issubdtype)
+            length = int(self.generate_sample_length(length_spec, kind))  # pyright: ignore[reportArgumentType]
         if values_spec is None:
             return self.np_random.integers(0, self.vocab_size, size=length, dtype=np.int64)
         values_spec = np.asarray(values_spec)

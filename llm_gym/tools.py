@@ -175,8 +175,9 @@ def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         m = _ARG_LINE.match(line)
         if m and (indent is None or len(m.group(1)) <= indent):
             indent = len(m.group(1))
-            current = m.group(2).lstrip("*")
-            params[current] = m.group(4).strip()
+            name = m.group(2).lstrip("*")
+            current = name
+            params[name] = m.group(4).strip()
         elif current is not None:
             params[current] = (params[current] + " " + line.strip()).strip()
     return "\n".join(description).strip(), params
@@ -323,6 +324,7 @@ def _type_problem(value: Any, schema: dict[str, Any]) -> str | None:
     if not ok:
         return f"expected {kind}, got {type(value).__name__} {value!r:.40}"
     if kind == "array" and "items" in schema:
+        assert isinstance(value, list)  # (ok above)
         for item in value:
             problem = _type_problem(item, schema["items"])
             if problem:

@@ -11,7 +11,7 @@ DDP / DataParallel / PEFT wrappers, whose config holds the attention implementat
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -22,7 +22,7 @@ def base_model(model: torch.nn.Module) -> torch.nn.Module:
     """The transformers model under DDP / DataParallel / PEFT wrappers."""
     if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
         model = model.module
-    get_base = getattr(model, "get_base_model", None)
+    get_base: Callable[[], torch.nn.Module] | None = getattr(model, "get_base_model", None)  # PEFT's
     return get_base() if callable(get_base) else model
 
 
@@ -34,7 +34,7 @@ def using_attention(model: torch.nn.Module, name: str, fn: Callable) -> Iterator
 
         AttentionInterface.register(name, fn)
         _registered.add(name)
-    config = base_model(model).config
+    config: Any = base_model(model).config  # a transformers config (nn.Module's typing: Tensor | Module)
     old = config._attn_implementation
     config._attn_implementation = name
     try:

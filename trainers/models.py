@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, cast
 
 import torch
 from transformers import (
@@ -170,7 +170,7 @@ def init_weights_(model: torch.nn.Module, generator: torch.Generator) -> None:
             param.copy_(sample.mul_(std).to(param.dtype))
     pad = getattr(model.config, "pad_token_id", None)
     if pad is not None:
-        model.get_input_embeddings().weight[pad].zero_()
+        cast(Any, model).get_input_embeddings().weight[pad].zero_()  # a transformers model
 
 
 def build_tiny_model(
@@ -272,17 +272,18 @@ def load_policy(
             f"a directory written by save_pretrained, or download once on a connected machine "
             f"(`huggingface-cli download {path}`)."
         ) from exc
-    model.to(device)
+    # transformers' to() is @wraps(nn.Module.to), whose signature pyright then reads as unbound
+    model.to(device)  # pyright: ignore[reportArgumentType]
     model.eval()
     return model, tokenizer
 
 
 def _embedding_rows(model: torch.nn.Module) -> int:
-    get = getattr(model, "get_input_embeddings", None)
+    get: Callable[[], Any] | None = getattr(model, "get_input_embeddings", None)
     emb = get() if callable(get) else None
     if emb is not None and hasattr(emb, "weight"):
         return int(emb.weight.shape[0])
-    return int(model.config.vocab_size)
+    return int(cast(Any, model).config.vocab_size)  # a transformers config
 
 
 def check_vocab_compat(model: torch.nn.Module, env_tokenizer: Any) -> None:

@@ -22,7 +22,7 @@ example too (so the bug is visible). Then the hidden tests are chosen again
 (`PyFuncTask.with_hidden_inputs`, PyFunc's mutation-tested selection) to kill, besides every
 one-edit mutant of the fixed function, the buggy function itself and each of its one-edit
 mutants that still differs from the fix -- the wrong fixes: the wrong line changed, the bug moved
--- as far as their candidate pool tells them apart (tests/test_code_mutation.py measures both
+-- as far as their candidate pool tells them apart (tests/envs_catalog/code/test_code_mutation.py measures both
 against fresh inputs); a task whose tests cannot do that within `num_tests` is redrawn. Every
 body line is shown re-printed by `ast.unparse`, so the formatting gives the broken line away no
 more than the others. The reply
@@ -67,7 +67,9 @@ _SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.FloorDiv: "//", ast.Mo
 
 def _parse_line(line: str) -> ast.stmt:
     """One body line of a reference solution as a statement (`return` needs a function)."""
-    return ast.parse("def _f():\n    " + line.strip()).body[0].body[0]
+    func = ast.parse("def _f():\n    " + line.strip()).body[0]
+    assert isinstance(func, ast.FunctionDef)
+    return func.body[0]
 
 
 def _slice_steps(stmt: ast.AST) -> set[int]:

@@ -291,7 +291,7 @@ class CodeOutputEnv(ProblemEnv):
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         message, termination = self.renderer.parse_response(action)
         content = get_text_content(message)
-        metrics = dict.fromkeys(METRIC_KEYS, 0.0)
+        metrics: dict[str, float] = dict.fromkeys(METRIC_KEYS, 0.0)
         metrics["format"] = float(termination.is_stop_sequence)
         metrics["lines_expected"] = float(self.program.output.count("\n") + 1)
         got, how = read_output(content, max_chars=self.max_chars)

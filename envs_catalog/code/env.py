@@ -77,6 +77,8 @@ class CodeEnv(ProblemEnv):
     `harness_error` (no authenticated verdict), plus `sandbox/<backend>` = 1 when a sandbox ran
     (the backend's name is also `logs["sandbox"]`)."""
 
+    bug: Any  # only on `bugfix.BugFixSource`'s envs: its `BugFixTask` (for scripted policies and logs)
+
     def __init__(
         self,
         renderer: Renderer,
@@ -191,7 +193,7 @@ def _fence(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-# The harness tests' attacks on the judge (tests/test_code_envs.py), for any entry point: `__f__`
+# The harness tests' attacks on the judge (tests/envs_catalog/code/test_code_envs.py), for any entry point: `__f__`
 # is replaced by the task's. None may get credit.
 ATTACKS: dict[str, str] = {
     "prints PASSED": "def __f__(*args, **kwargs):\n    print('PASSED')\n"

@@ -34,7 +34,7 @@ the sandbox's stdout anyway (bwrap's pid 1 holds it, and the sandbox's uid may p
 process), reads the judge's line off the pipe, kills or stops the judge: without the key it can
 only suppress or corrupt a verdict, never produce one that verifies. (This rests on the kernel's
 ptrace rule that a non-dumpable process is off limits to a tracer without CAP_SYS_PTRACE in its
-user namespace; tests/test_code_envs.py probes it on every backend.) The host accepts a run only when it
+user namespace; tests/envs_catalog/code/test_code_envs.py probes it on every backend.) The host accepts a run only when it
 ended on its own with exit status 0 and carries exactly one verified verdict; anything else scores
 as no tests passed (`Verdict.status` says why). For PyFunc the judge does not even compare: it
 reports the raw return values and the host compares them with expected outputs computed by the
@@ -880,6 +880,7 @@ def wrap_check(test_source: str, entry_point: str) -> tuple[str, tuple[str, ...]
             f"try:\n    __llmgym_begin({i})\n    pass\n    __llmgym_end({i}, None)\n"
             f"except BaseException as __llmgym_e:\n    __llmgym_end({i}, __llmgym_e)\n"
         ).body[0]
+        assert isinstance(wrapper, ast.Try)
         wrapper.body[1] = node
         body.append(wrapper)
     check.body = body

@@ -37,7 +37,7 @@ import ast
 import builtins
 import copy
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, cast
 
 from .harness import strict_equal
 
@@ -327,7 +327,7 @@ def _guarded_op(op: str, left: Any, right: Any) -> Any:
         elif isinstance(right, (str, list, tuple, bytes)) and isinstance(left, int):
             if len(right) * left > MAX_SIZE:
                 raise _OverBudget
-        return left * right
+        return cast(Any, left) * right  # any operands `*` takes (the checks above only narrow)
     if op == "**":
         if isinstance(left, int) and isinstance(right, int) and right > 0 and abs(left) > 1:
             if left.bit_length() * right * 0.302 > MAX_SIZE:

@@ -25,7 +25,7 @@ the pool tells apart; plain draws fill the rest. A task whose mutants need more 
 inputs is redrawn. So every mutant the pool tells apart fails a hidden test, by construction;
 judged on a few hundred fresh inputs from the task's own distribution instead of the pool, at
 least 99% of the mutants that differ from the reference fail one, and so does every dropped step
-(asserted by tests/test_code_mutation.py; `scripts/mutation_report.py` prints the table).
+(asserted by tests/envs_catalog/code/test_code_mutation.py; `scripts/mutation_report.py` prints the table).
 
 Tasks whose hidden outputs are all the same, or all equal to their inputs, are redrawn (a
 constant or the identity would pass). Held-out split: the task's key (family and steps with
@@ -754,7 +754,7 @@ class PyFuncSource(EnvSource):
             "mutation testing: they catch every program one edit away from the reference (a step "
             "dropped; an operator, constant, comparison or builtin changed) that a pool of edge "
             "cases and random inputs tells apart from it -- over 99% of those that differ on the "
-            "task's inputs at all, and every dropped step, in tests/test_code_mutation.py."
+            "task's inputs at all, and every dropped step, in tests/envs_catalog/code/test_code_mutation.py."
         ),
         multi_turn=False,
         reward_range=(0.0, 1.0),

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
@@ -64,7 +64,7 @@ class TurnGameEnv(Env):
 
     @property
     def stop_condition(self) -> StopCondition:
-        return list(self._stop)
+        return cast(StopCondition, list(self._stop))  # a copy, of the same kind (str or int)
 
     @property
     def turns_left(self) -> int:

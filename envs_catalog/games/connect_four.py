@@ -255,6 +255,7 @@ class ConnectFourSource(GameSource):
 
     OPPONENTS = OPPONENTS
     GAME_DEFAULTS: dict[str, Any] = {"rows": 6, "cols": 7, "depth": 3}
+    rules: ConnectFourRules  # what make_rules() returns
     card = EnvCard(
         id="llm/ConnectFour-v0",
         family="games",

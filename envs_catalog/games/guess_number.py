@@ -38,7 +38,7 @@ split="test", the rest "train".
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -125,7 +125,7 @@ class GuessNumberEnv(Env):
 
     @property
     def stop_condition(self) -> StopCondition:
-        return list(self._stop)
+        return cast(StopCondition, list(self._stop))  # a copy, of the same kind (str or int)
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         if self._intro is None:
@@ -162,7 +162,7 @@ class GuessNumberEnv(Env):
         if termination is ParseTermination.MALFORMED and self.renderer.has_invalid_ids(action):
             self._invalid_turns += 1
             return self._finish(-self.invalid_penalty, "malformed_tokens", metrics, logs)
-        if not valid:
+        if not valid or guess is None:  # (valid implies a guess; this narrows it)
             self._invalid_turns += 1
             reward = -self.invalid_penalty
             feedback = f"Invalid. Reply with one whole number from 1 to {self.max_number}."
@@ -262,7 +262,7 @@ class GuessNumberSource(EnvSource):
         a correction, out-of-range numbers (0, max_number+1, minus the secret), prose with no
         number, a reward claim, an empty reply, the feedback echoed back, and a valid wrong guess
         every turn (exactly 0). (A reply over the reader's character cap is tested in
-        tests/test_guess_number.py instead: encoding one under role_colon takes seconds.)"""
+        tests/envs_catalog/games/test_guess_number.py instead: encoding one under role_colon takes seconds.)"""
         lo = -self.invalid_penalty * self.max_turns
         n = self.max_number
         needed = n.bit_length()  # = ceil(log2(n + 1)), the guesses binary search may need

@@ -128,7 +128,7 @@ def solver_guess(pegs: int, colours: int, repeats: bool,
     if not history:
         return opening(pegs, colours, repeats)
     candidates = _candidates(pegs, colours, repeats, history)
-    if not candidates:
+    if len(candidates) == 0:
         raise ValueError(f"no code is consistent with {history!r}")
     if len(candidates) <= 2 or len(candidates) > _MINIMAX_LIMIT:
         return candidates[0]

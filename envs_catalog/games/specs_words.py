@@ -1,4 +1,5 @@
-"""Registered ids of the games (Wordle, Mastermind, Twenty Questions) family (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
+"""Registered ids of the games (Wordle, Mastermind, Twenty Questions) family
+(read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS: list = [
     {"id": "llm/Wordle-v0", "source": "envs_catalog.games.wordle:WordleSource",

@@ -193,8 +193,8 @@ class VersusEnv(Env):
         if self._moves >= self.max_turns:
             return self._end(0.0, "unfinished", logs)
         self._messages += [
-            {"role": "assistant", "content": text},
-            {"role": "user", "content": self.rules.update(self.state, self.agent_seat, reply)},
+            Message(role="assistant", content=text),
+            Message(role="user", content=self.rules.update(self.state, self.agent_seat, reply)),
         ]
         turn = self.continuation.next(self._ob, action, self._messages)
         self._ob = turn.observation
@@ -395,8 +395,8 @@ class SeatEnv(Env):
         if match.result is not None:
             return self._done_result(logs)
         self._messages += [
-            {"role": "assistant", "content": text},
-            {"role": "user", "content": match.rules.update(match.state, self.seat, match.last_move)},
+            Message(role="assistant", content=text),
+            Message(role="user", content=match.rules.update(match.state, self.seat, match.last_move)),
         ]
         turn = self.continuation.next(self._ob, action, self._messages)
         self._ob = turn.observation

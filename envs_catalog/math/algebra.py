@@ -20,8 +20,8 @@ A reply is read by `read_answer` (strict, in this module) and then judged by mat
    working like any other line. A line of bare mathematics (no prose, no `=`) after the final
    answer is a second answer: `conflicting`.
 3. **No hedges once an answer is stated.** "or", "maybe", "actually", "wait", "either",
-   "\\pm", ... from the first answer shown (or line of bare mathematics) on: `hedged` ("alternatively" anywhere). Before it
-   they are working ("x = (1 \\pm 5)/2 gives ...").
+   "\\pm", ... from the first answer shown (or line of bare mathematics) on: `hedged`
+   ("alternatively" anywhere). Before it they are working ("x = (1 \\pm 5)/2 gives ...").
 4. **Plain form.** `$`, `\\(..\\)`, `\\left`/`\\right`, spacing commands and a trailing period are
    dropped, `\\cdot`/`\\times` read as `*`, `\\dfrac`/`\\tfrac` as `\\frac`. Any other LaTeX command
    (`\\phantom`, `\\color`, `\\text`, `\\neq`, ...) is `unsupported_latex`.
@@ -270,11 +270,12 @@ def equivalent(gold: str, candidate: str) -> bool:
     """math-verify's judgement that `candidate` equals `gold` (LaTeX, no delimiters), with its
     signal-based timeouts off: call it under a bound (see the module docstring)."""
     parse, verify = _math_verify()
-    pred = parse(f"${candidate}$", parsing_timeout=None)
+    # math-verify documents parsing_timeout=None (no signal-based timeout) but annotates it int.
+    pred = parse(f"${candidate}$", parsing_timeout=None)  # pyright: ignore[reportArgumentType]
     if not pred:
         return False
-    return bool(verify(parse(f"${gold}$", parsing_timeout=None), pred, timeout_seconds=None,
-                       float_rounding=12))
+    gold_parsed = parse(f"${gold}$", parsing_timeout=None)  # pyright: ignore[reportArgumentType]
+    return bool(verify(gold_parsed, pred, timeout_seconds=None, float_rounding=12))
 
 
 @dataclass(frozen=True)

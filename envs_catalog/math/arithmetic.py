@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import itertools
 import weakref
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -89,7 +90,7 @@ class MathEnv(ProblemEnv):
     `parse_error` (no single number found) and `too_long` (response over the length cap)."""
 
     def __init__(
-        self, renderer: Renderer, question: str, answer: int, *, format_coef: float = 0.1,
+        self, renderer: Renderer, question: str, answer: int | Fraction, *, format_coef: float = 0.1,
         max_chars: int = MAX_RESPONSE_CHARS, prompt: ModelInput | None = None,
     ) -> None:
         """`prompt`, if given, must be `renderer.build_generation_prompt(self.conversation())`
@@ -128,11 +129,9 @@ class MathEnv(ProblemEnv):
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         result = await super().step(action, extra=extra)
         response = result.logs.get("response", "")
-        if self._graded is None or self._graded[0] != response:
-            # The bounded grader fell back to a forked worker (a loaded machine ran out its
-            # in-thread budget), so the worker's cached grade never reached this process.
-            self._grade_numeric(response)
-        grade = self._graded[1]
+        # Cached, unless the bounded grader fell back to a forked worker (a loaded machine ran out
+        # its in-thread budget), so the worker's cached grade never reached this process: regraded.
+        grade = self._grade_numeric(response)
         result.metrics["parse_error"] = float(not grade.format_ok)
         result.metrics["too_long"] = float(grade.status == "too_long")
         result.logs["answer_status"] = grade.status

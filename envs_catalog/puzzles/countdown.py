@@ -26,7 +26,7 @@ import ast
 import re
 from collections import Counter
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -76,7 +76,8 @@ def _literals(node: ast.AST, out: list[int]) -> None:
 def _evaluate(node: ast.AST) -> Fraction:
     """Exact value of a tree `_literals` accepted (its literals already checked)."""
     if isinstance(node, ast.Constant):
-        return Fraction(node.value)
+        return Fraction(cast(int, node.value))
+    assert isinstance(node, ast.BinOp)
     left, right = _evaluate(node.left), _evaluate(node.right)
     op = type(node.op)
     if op is ast.Add:

@@ -25,7 +25,7 @@ import itertools
 import re
 import string
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -137,6 +137,7 @@ def canonical_key(addends: list[str], result: str) -> str:
         pattern = "".join(
             c if c in "+=" else names.setdefault(c, string.ascii_lowercase[len(names)]) for c in text)
         best = pattern if best is None or pattern < best else best
+    assert best is not None  # permutations() yields at least one order
     return best
 
 
@@ -280,7 +281,8 @@ class CryptarithmEnv(ProblemEnv):
         if self._read is None or self._read[0] != sample_str:
             reading = read_mapping(sample_str, set(self.answer))
             verdict = (check_assignment(list(self.puzzle.addends), self.puzzle.result,
-                                        reading.mapping) if reading.ok else reading.status)
+                                        cast("dict[str, int]", reading.mapping))  # ok: read
+                       if reading.ok else reading.status)
             self._read = (sample_str, reading, verdict)
         return self._read[1], self._read[2]
 

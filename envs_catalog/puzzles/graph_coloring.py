@@ -192,7 +192,9 @@ class GraphColoringSource(EnvSource):
             return "Answer: " + " ".join(str(shift[c]) for c in env.planted)
 
         def solver(env: GraphColoringEnv) -> str:
-            return "Answer: " + " ".join(map(str, find_coloring(env.nodes, env.colors, env.edges)))
+            coloring = find_coloring(env.nodes, env.colors, env.edges)
+            assert coloring is not None  # the generator draws colourable graphs
+            return "Answer: " + " ".join(map(str, coloring))
 
         def clash(env: GraphColoringEnv) -> str:
             u, v = env.edges[0]

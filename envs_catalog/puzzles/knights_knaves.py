@@ -236,7 +236,7 @@ def visible_lines(text: str, max_chars: int) -> list[str] | str:
     return [_BULLET.sub("", _MARKUP.sub("", line)).strip() for line in text.splitlines()]
 
 
-def _words_in(line: str, by_lower: dict[str, str], item: re.Pattern) -> dict[str, str] | None:
+def _words_in(line: str, by_lower: dict[str, str], item: re.Pattern[str]) -> dict[str, str] | None:
     """Name -> role word of the items of a line (unknown names lower-cased), or None when it
     gives someone two roles ("either A: knight, ... or A: knave, ...": two answers in one line)."""
     items = {(by_lower.get(m.group(1).lower(), m.group(1).lower()), m.group(2).lower())

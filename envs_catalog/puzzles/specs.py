@@ -1,4 +1,5 @@
-"""Registered ids of the puzzles (Countdown, Sudoku, N-Queens, graph colouring) family (read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
+"""Registered ids of the puzzles (Countdown, Sudoku, N-Queens, graph colouring) family
+(read by `envs_catalog.ALL_SPECS`; data only, no imports)."""
 
 SPECS: list = [
     {"id": "llm/Countdown-v0",

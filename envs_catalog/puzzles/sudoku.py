@@ -400,7 +400,9 @@ class SudokuSource(EnvSource):
             return grid_text(grid)
 
         def solver(env: SudokuEnv) -> str:
-            return "Answer:\n" + grid_text(count_solutions(env.puzzle, 1, descending=True)[1])
+            solution = count_solutions(env.puzzle, 1, descending=True)[1]
+            assert solution is not None  # the puzzles have a solution
+            return "Answer:\n" + grid_text(solution)
 
         sol = lambda env: grid_text(env.solution)  # noqa: E731
         return [
@@ -410,7 +412,8 @@ class SudokuSource(EnvSource):
                          lambda env, ob: "Answer: " + sol(env).replace("\n", ""), 1.0, 1.0),
             ScriptedCase("puzzle echoed, working, tabs", "gold", lambda env, ob: (
                 f"The puzzle:\n{puzzle_string(env.puzzle)}\n"
-                "Filling each row, the answer is below.\nAnswer:\n" + "\n".join("\t".join(map(str, row)) for row in env.solution)),
+                "Filling each row, the answer is below.\nAnswer:\n"
+                + "\n".join("\t".join(map(str, row)) for row in env.solution)),
                 1.0, 1.0),
             ScriptedCase("puzzle echoed", "adversarial",
                          lambda env, ob: "Answer:\n" + puzzle_string(env.puzzle), -1.0, 0.0),

@@ -201,7 +201,8 @@ class TextTaskEnv(ProblemEnv):
 
 
 def draw_in_split(
-    rng: np.random.Generator, split: str, draw: Callable[[np.random.Generator], tuple[str, Any]],
+    rng: np.random.Generator, split: str,
+    draw: Callable[[np.random.Generator], tuple[str | None, Any]],
     what: str,
 ) -> Any:
     """Call `draw(rng) -> (canonical key, task)` until the key is in `split`; the task."""

@@ -14,12 +14,13 @@ different values is `conflicting`, a field of any document type not asked for is
 `unexpected_line` (a distractor's value offered too), a hedge ("or", "maybe", "backup", ...) once
 a field is given is `hedged`. With one field asked, a bare value amid reasoning is read too: the
 lines shaped like a value (at most six words, no function word, no sentence inside) are the
-answers stated, and they must all read as the field's value and agree. Values are compared after normalisation by kind: numbers are read by
-`llm_gym.grading.parse_number` (exact; thousands separators, a leading `$` and trailing `.` are
-fine, "85.25 or 77.50" is not a number); dates must be `YYYY-MM-DD`; text (names, ids, places)
-is compared case-insensitively with whitespace collapsed and one pair of surrounding quotes and
-a trailing period dropped. Replies are ASCII only (look-alike digits or letters are unreadable).
-Reward is all-of: 1 only when every asked field is right.
+answers stated, and they must all read as the field's value and agree. Values are compared after
+normalisation by kind: numbers are read by `llm_gym.grading.parse_number` (exact; thousands
+separators, a leading `$` and trailing `.` are fine, "85.25 or 77.50" is not a number); dates
+must be `YYYY-MM-DD`; text (names, ids, places) is compared case-insensitively with whitespace
+collapsed and one pair of surrounding quotes and a trailing period dropped. Replies are ASCII
+only (look-alike digits or letters are unreadable). Reward is all-of: 1 only when every asked
+field is right.
 """
 
 from __future__ import annotations
@@ -280,7 +281,8 @@ class ExtractionSource(TextSource):
         reward_meaning=(
             "1 when every asked field is right, 0 for readable lines with a wrong value, "
             "-format_coef (0.1) when the reply is not readable in the stated format (a missing "
-            "field, one given twice differently, a field not asked for, a hedge, a value that is not one number or date, non-ASCII "
+            "field, one given twice differently, a field not asked for, a hedge, a value that is not "
+            "one number or date, non-ASCII "
             "text) or does not end on the renderer's end of turn."
         ),
         difficulty_knobs=knob_docs({
@@ -346,6 +348,7 @@ class ExtractionSource(TextSource):
             kind, value = spec[0], spec[1]
             if kind == NUMBER:
                 number = parse_number(value)
+                assert number is not None  # the document's own values read
                 return f"${int(number):,}" if number.denominator == 1 else "$" + value
             return value.lower() if kind == TEXT else value
 

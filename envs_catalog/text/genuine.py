@@ -21,7 +21,7 @@ floor needs: closed word classes (`FUNCTION_WORDS`, `NUMBER_WORDS`, `VERBS`; low
 An empty list means the text passes. `envs_catalog.text.instructions` gates every constraint on
 it; `envs_catalog.multiagent.pairwise`'s rule judge uses the word classes to tell a sentence
 from a keyword list. These are shallow signals, not a parser: the thresholds are set so that
-the generated and hand-written genuine replies of tests/test_instructions_adversarial.py are
+the generated and hand-written genuine replies of tests/envs_catalog/text/test_instructions_adversarial.py are
 never denied, and a list dressed as a sentence ("Imagine the village and the oyster.") passes.
 """
 

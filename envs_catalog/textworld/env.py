@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -187,7 +187,7 @@ class TextWorldEnv(Env):
 
     @property
     def stop_condition(self) -> StopCondition:
-        return list(self._stop)
+        return cast(StopCondition, list(self._stop))  # a copy, of the same kind (str or int)
 
     def close(self) -> None:
         """Stop the interpreter (called at the end of the game and by `release_env`)."""
@@ -201,7 +201,7 @@ class TextWorldEnv(Env):
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         textworld = games.require_textworld()
-        import jericho
+        import jericho  # pyright: ignore[reportMissingImports]  (textworld's; not in .venv)
 
         with warnings.catch_warnings():
             # Jericho warns that a TextWorld story is not in its list of known games (score and

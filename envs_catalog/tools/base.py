@@ -78,7 +78,8 @@ def final_answer_reward(
     answered = last is not None and not last.get("tool_calls") and not last.get("unparsed_tool_calls")
     # numbers of the question and the tool results, quoted after the answer, are explanation
     context = "\n".join(get_text_content(m) for m in messages if m is not last)
-    grade = grade_numeric(get_text_content(last), answer, context=context) if answered else None
+    grade = (grade_numeric(get_text_content(last), answer, context=context)
+             if answered and last is not None else None)
     correct = bool(grade is not None and grade.correct)
     used_tool = ok_calls > 0
     credited = correct and (used_tool or not require_tool)
@@ -151,12 +152,18 @@ class ToolTaskSource(EnvSource):
             max_trajectory_tokens=self.max_context_tokens + MAX_GENERATION_TOKENS,
             max_generation_tokens=MAX_GENERATION_TOKENS,
         )
-        env.question, env.answer = question, answer  # for logs and scripted policies
-        env.gold_call = gold_call
+        # for logs and scripted policies: attributes of this family, not of the env's class
+        env.question, env.answer = question, answer  # pyright: ignore[reportAttributeAccessIssue]
+        env.gold_call = gold_call  # pyright: ignore[reportAttributeAccessIssue]
         return env
 
 
 # -- scripted cases --------------------------------------------------------------------------------
+
+# The env a scripted reply reads: the seed-API env `make_env` built (`build_agent_tool_env`'s), with
+# the task attributes it sets (`question`, `answer`, `gold_call`): not declared on any class.
+ScriptedEnv = Any
+
 
 def tool_call_text(name: str, arguments: dict[str, Any], n: int = 1) -> str:
     """An assistant reply making the call `name(**arguments)` `n` times, as the renderers write it."""
@@ -164,28 +171,29 @@ def tool_call_text(name: str, arguments: dict[str, Any], n: int = 1) -> str:
     return format_assistant_text({"role": "assistant", "content": "", "tool_calls": [call] * n})
 
 
-def tool_outputs(env: Env) -> list[str]:
+def tool_outputs(env: ScriptedEnv) -> list[str]:
     """The tool messages of the episode so far (the seed-API env of `build_agent_tool_env`)."""
     return [get_text_content(m) for m in env.message_env.history if m.get("role") == "tool"]
 
 
-def _gold_call_text(env: Env) -> str:
+def _gold_call_text(env: ScriptedEnv) -> str:
     if env.gold_call is None:
         raise ValueError("this task has no gold_call: its source does not implement draw_solved")
     name, arguments = env.gold_call
     return tool_call_text(name, arguments)
 
 
-def calls_then(first: Callable[[Env], str], final: Callable[[Env, str], str], calls: int = 1):
+def calls_then(first: Callable[[ScriptedEnv], str], final: Callable[[ScriptedEnv, str], str],
+               calls: int = 1):
     """A reply policy: `first(env)` (a tool call) for the first `calls` turns, then
     `final(env, last tool output)`."""
-    def reply(env: Env, ob: str) -> str:
+    def reply(env: ScriptedEnv, ob: str) -> str:
         outputs = tool_outputs(env)
         return first(env) if len(outputs) < calls else final(env, outputs[-1])
     return reply
 
 
-def gold_then(final: Callable[[Env, str], str]):
+def gold_then(final: Callable[[ScriptedEnv, str], str]):
     """Make the task's gold call, then reply `final(env, what the tool printed)`."""
     return calls_then(_gold_call_text, final)
 
@@ -202,10 +210,10 @@ def scripted_tool_cases(source: ToolTaskSource, failing_call: GoldCall) -> list[
     spam = {"max_tool_calls": 3, "max_turns": 10}
     malformed = f'<tool_call>\n{{"name": "{name}", "arguments": {{]}}\n</tool_call>'
 
-    def answer(env: Env, out: str) -> str:
+    def answer(env: ScriptedEnv, out: str) -> str:
         return out.strip()
 
-    def spam_reply(env: Env, ob: str) -> str:
+    def spam_reply(env: ScriptedEnv, ob: str) -> str:
         name, arguments = env.gold_call
         return tool_call_text(name, arguments, n=2)
 

@@ -96,8 +96,8 @@ def answer_reward(messages: Sequence[Message], answer: int | Fraction | str, *,
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     answered = last is not None and not last.get("tool_calls") and not last.get("unparsed_tool_calls")
     context = "\n".join(get_text_content(m) for m in messages if m is not last)
-    format_ok, correct = (grade_answer(get_text_content(last), answer, context) if answered
-                          else (False, False))
+    format_ok, correct = (grade_answer(get_text_content(last), answer, context)
+                          if answered and last is not None else (False, False))
     used_tool = ok_calls > 0
     credited = correct and (used_tool or not require_tool)
     reward = float(credited) - tool_call_cost * calls
@@ -180,5 +180,7 @@ class EpisodeToolSource(ToolTaskSource):
             max_generation_tokens=MAX_GENERATION_TOKENS,
             max_tool_output_chars=self.MAX_TOOL_OUTPUT_CHARS,
         )
-        env.question, env.answer, env.task = task.question, task.answer, task
+        # for logs and scripted policies: attributes of this family, not of the env's class
+        env.question, env.answer, env.task = (  # pyright: ignore[reportAttributeAccessIssue]
+            task.question, task.answer, task)
         return env

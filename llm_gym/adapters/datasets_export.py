@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llm_gym.adapters._common import dump_knobs, episode, require, task_seeds, text_env
 
@@ -27,7 +27,7 @@ FORMATS = ("jsonl", "arrow")
 
 
 def _messages(env: Any) -> list[dict[str, str]] | None:
-    conversation = getattr(env, "conversation", None)
+    conversation: Callable[[], list[dict[str, Any]]] | None = getattr(env, "conversation", None)  # ProblemEnv's
     if not callable(conversation):
         return None
     return [{"role": m["role"], "content": m["content"]} for m in conversation()]

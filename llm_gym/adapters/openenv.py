@@ -20,6 +20,10 @@ thread, and `LLMGymEnvClient` is an OpenEnv `EnvClient` (WebSocket session) with
             result = env.step(TextAction(message="8"))   # result.reward, result.done
 """
 
+# openenv-core and what it pulls (starlette, uvicorn) are in .venv-adapters (make test-adapters), not
+# in the .venv pyright checks against: their imports do not resolve there.
+# pyright: reportMissingImports=false
+
 from __future__ import annotations
 
 import contextlib
@@ -27,7 +31,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 
@@ -123,12 +127,14 @@ class LLMGymEnvironment(Environment[TextAction, TextObservation, LLMGymState]):
     def reset(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
               **kwargs: Any) -> TextObservation:
         self._check_reset(kwargs)
-        return self._after_reset(*self._env.reset(seed=seed), seed, episode_id)
+        tokens, info = self._env.reset(seed=seed)
+        return self._after_reset(tokens, info, seed, episode_id)
 
     async def reset_async(self, seed: Optional[int] = None, episode_id: Optional[str] = None,
                           **kwargs: Any) -> TextObservation:
         self._check_reset(kwargs)
-        return self._after_reset(*(await self._env.areset(seed=seed)), seed, episode_id)
+        tokens, info = await self._env.areset(seed=seed)
+        return self._after_reset(tokens, info, seed, episode_id)
 
     def step(self, action: TextAction, timeout_s: Optional[float] = None,
              **kwargs: Any) -> TextObservation:
@@ -158,7 +164,7 @@ class LLMGymEnvironment(Environment[TextAction, TextObservation, LLMGymState]):
                      episode_id: Optional[str]) -> TextObservation:
         self._state = LLMGymState(env_id=self.env_id, task_seed=seed, episode_id=episode_id,
                                   step_count=0, episode_return=0.0, done=False)
-        conversation = getattr(self._env.current_env, "conversation", None)
+        conversation: Callable[[], list[dict[str, Any]]] | None = getattr(self._env.current_env, "conversation", None)
         if callable(conversation):  # ProblemEnv: the exact messages, not a decode of them
             messages = [{"role": m["role"], "content": str(m["content"])} for m in conversation()]
         else:

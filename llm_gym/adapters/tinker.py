@@ -21,11 +21,20 @@ on first use and say how to install it when it is missing.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
-from llm_gym.rl.types import Action, ActionExtra, Env, EnvGroupBuilder, Metrics, StepResult, Trajectory
+from llm_gym.rl.types import (
+    Action,
+    ActionExtra,
+    Env,
+    EnvGroupBuilder,
+    InitialObservationOverflow,
+    Metrics,
+    StepResult,
+    Trajectory,
+)
 
 __all__ = [
     "CookbookEnv",
@@ -43,7 +52,7 @@ def cookbook_available() -> bool:
     """Whether `tinker` and `tinker_cookbook` can be imported here."""
     try:
         import tinker  # noqa: F401
-        import tinker_cookbook  # noqa: F401
+        import tinker_cookbook  # noqa: F401  # pyright: ignore[reportMissingImports]  (.venv-cookbook)
     except ImportError:
         return False
     return True
@@ -76,7 +85,7 @@ def from_tinker_model_input(model_input: Any) -> ModelInput:
     """A `tinker.ModelInput` (text chunks only) as an llm-gym `ModelInput`."""
     if isinstance(model_input, ModelInput):
         return model_input
-    to_ints = getattr(model_input, "to_ints", None)
+    to_ints: Callable[[], Sequence[int]] | None = getattr(model_input, "to_ints", None)
     if not callable(to_ints):
         raise TypeError(f"expected a tinker.ModelInput, got {type(model_input).__name__}")
     try:
@@ -95,7 +104,11 @@ class CookbookEnv(Env):
         self.inner = inner
 
     async def initial_observation(self) -> tuple[Any, StopCondition]:
-        ob, stop = await self.inner.initial_observation()
+        first = await self.inner.initial_observation()
+        if isinstance(first, InitialObservationOverflow):  # not converted (it never was)
+            raise TypeError("CookbookEnv: the wrapped env's prompt is over its token budget "
+                            "(InitialObservationOverflow), which is not converted to the cookbook's")
+        ob, stop = first
         return to_tinker_model_input(ob), stop
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:

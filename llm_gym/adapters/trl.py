@@ -61,7 +61,7 @@ def _require_single_turn(source: Any, env_id: str) -> None:
 
 
 def _conversation(env: Any, env_id: str) -> list[dict[str, str]]:
-    conversation = getattr(env, "conversation", None)
+    conversation: Callable[[], list[dict[str, Any]]] | None = getattr(env, "conversation", None)  # ProblemEnv's
     if not callable(conversation):
         raise TypeError(
             f"{env_id!r} builds {type(env).__name__}, which has no conversation(); the TRL prompt "

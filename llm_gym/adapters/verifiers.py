@@ -16,11 +16,15 @@ by `max_tokens` (`finish_reason == "length"`) is stepped as truncated, as in an 
     [e.traces[0].rewards["env_reward"].score for e in episodes]
 """
 
+# verifiers and httpx are in .venv-adapters (make test-adapters), not in the .venv pyright checks
+# against: their imports do not resolve there.
+# pyright: reportMissingImports=false
+
 from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -91,7 +95,7 @@ def _make_env(env_id: str, split: str, env_kwargs: dict[str, Any]) -> tuple[Any,
 
 
 def _prompt_messages(text_env: Any, tokens: Any) -> list[dict[str, str]]:
-    conversation = getattr(text_env.current_env, "conversation", None)
+    conversation: Callable[[], list[dict[str, Any]]] | None = getattr(text_env.current_env, "conversation", None)
     if callable(conversation):  # ProblemEnv: the exact messages, not a decode of them
         return [{"role": m["role"], "content": str(m["content"])} for m in conversation()]
     return observation_messages(text_env.tokenizer, tokens)

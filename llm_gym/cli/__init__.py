@@ -35,7 +35,8 @@ SUMMARIES: dict[str, str] = {
     "plot": "write a PNG reward/accuracy curve of a run: llm-gym plot RUN_DIR",
     "export": "write an env's tasks as a dataset (jsonl/arrow) for SFT or eval: llm-gym export ENV_ID --n N --out PATH",
     "list": "list the registered env ids (family, turns, source package); --json for JSON",
-    "check": "check envs: check_env, seeding, fuzz, card, scripted cases, split, context, speed: llm-gym check ENV_ID|--all [--kwargs JSON]",
+    "check": "check envs: check_env, seeding, fuzz, card, scripted cases, split, context, speed: "
+             "llm-gym check ENV_ID|--all [--kwargs JSON]",
     "new": "scaffold an installable env package (source, card, scripted cases, tests): llm-gym new NAME --family F",
     "doctor": "what is installed (extras, torch/CUDA, sandbox), ids registered per source and why any is not; --json",
 }

@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from importlib import metadata
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 __all__ = ["list_main", "registered_envs"]
 
@@ -34,7 +34,7 @@ def _distribution_finder() -> Callable[[str], str]:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         if ep.dist is not None:
             dist_of.setdefault(ep.module.split(".")[0], ep.dist.name)
-    everything: dict[str, list[str]] | None = None
+    everything: Mapping[str, list[str]] | None = None
     found: dict[str, str] = {}
 
     def package_of(module: str) -> str:

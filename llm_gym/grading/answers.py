@@ -407,7 +407,9 @@ def _labeled(text: str, boxes: list[tuple[int, str]], prose: bool) -> list[_Cand
         stop = len(text) if line_end < 0 else line_end
         if k + 1 < len(markers):
             stop = min(stop, markers[k + 1].start())
-        start = _ANSWER_START.match(text, m.end()).end()
+        start_m = _ANSWER_START.match(text, m.end())
+        assert start_m is not None  # it matches the empty string
+        start = start_m.end()
         cut = _ANSWER_END.search(text, start, stop)
         end = cut.start() if cut else stop
         value = _read(text[start:end], prose)
@@ -422,6 +424,7 @@ def _bare_lines(text: str) -> list[tuple[_Candidate, bool]]:
     found, pos = [], 0
     for line in text.split("\n"):
         prefix = _LINE_PREFIX.match(line)
+        assert prefix is not None  # it matches the empty string
         body = _clean(line[prefix.end():])
         if _BOX not in line and body and _LINE_NUMBER.fullmatch(body):
             value = _read(body, False)

@@ -67,7 +67,8 @@ def grade_with_timeout(
             return TimedGrade(default, True, f"grader exceeded {timeout_s}s")
         except Exception as exc:  # noqa: BLE001 - any grader failure is no credit
             return _to_grade(None, exc, default)
-    return _from_bounded(call_bounded(fn, *args, timeout_s=timeout_s, isolation=isolation, **kwargs), timeout_s, default)
+    bounded = call_bounded(fn, *args, timeout_s=timeout_s, isolation=isolation, **kwargs)
+    return _from_bounded(bounded, timeout_s, default)
 
 
 def _from_bounded(outcome: BoundedCall, timeout_s: float, default: float) -> TimedGrade:

@@ -16,7 +16,7 @@ from typing import Any
 from llm_gym.preference.types import LabeledComparison
 
 try:  # optional: only to stay a chz class where the cookbook's users have chz
-    import chz as _chz
+    import chz as _chz  # pyright: ignore[reportMissingImports]  (the cookbook's, not in .venv)
 except ImportError:
     _chz = None
 

@@ -135,6 +135,8 @@ class _BwrapLaunch(Launch):
     cpu_time_known = False  # bwrap's pid 1 is not reaped in a way that carries the code's CPU time
 
     def __init__(self, backend: BwrapBackend, job: Job, ready_w: int):
+        ident = job.identity
+        assert ident is not None  # leased by BwrapBackend.launch
         self._child_fds: list[int] = []
         self._json_r: int | None = None
         self._json_buf = b""
@@ -162,9 +164,9 @@ class _BwrapLaunch(Launch):
                 self._child_fds.append(fd)
                 args += ["--file", str(fd), "/tmp/" + name]
             args += ["--remount-ro", "/", "--chdir", "/tmp", "--"]
-            uid = job.identity.uid
+            uid = ident.uid
             nproc = limits.processes + 1  # + bwrap's pid 1
-            if not (job.identity.leased or backend._per_ns):
+            if not (ident.leased or backend._per_ns):
                 nproc += count_processes(uid)  # old kernels count all of the uid's processes
             args += launcher_command(
                 backend.interpreter.path,
@@ -176,8 +178,8 @@ class _BwrapLaunch(Launch):
         except BaseException:
             self.close()
             raise
-        self.argv = job.identity.command_prefix() + args
-        self.popen_kwargs = job.identity.popen_kwargs()
+        self.argv = ident.command_prefix() + args
+        self.popen_kwargs = ident.popen_kwargs()
         self.pass_fds = tuple(self._child_fds)
         self.env = base_env("/tmp", job.marker, job.env)
         self.cwd = "/"

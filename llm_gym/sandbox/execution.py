@@ -213,6 +213,7 @@ class Execution:
             if job.identity is not None:
                 job.identity.release()
         wall = time.monotonic() - t0
+        assert launch is not None  # the try above completed, so it launched
         code = os.waitstatus_to_exitcode(status)
         sig = -code if code < 0 else 0
         exit_status = 128 + sig if code < 0 else code
@@ -253,6 +254,7 @@ class Execution:
     def _loop(self, proc: subprocess.Popen, launch: Launch, ready_r: int):
         job = self._job
         limits = job.limits
+        assert proc.stdout is not None and proc.stderr is not None  # both are pipes
         out = _Stream(proc.stdout.fileno(), limits.output_bytes)
         err = _Stream(proc.stderr.fileno(), limits.output_bytes)
         streams = {out.fd: out, err.fd: err}
@@ -304,11 +306,13 @@ class Execution:
                     wait = min(wait, 0.02)
                 for key, _mask in sel.select(wait):
                     fd = key.fd
-                    if fd == pidfd:
+                    if pidfd is not None and fd == pidfd:
                         sel.unregister(pidfd)
                         self._on_exit(proc, launch)
                         exited_at = time.monotonic()
                     elif fd == stdin_fd:
+                        # stdin is a pipe exactly when there is stdin data
+                        assert stdin_fd is not None and stdin_data is not None and proc.stdin is not None
                         try:
                             n = os.write(stdin_fd, stdin_data[:_READ])
                             stdin_data = stdin_data[n:]

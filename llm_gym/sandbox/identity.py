@@ -7,10 +7,10 @@ so concurrent runs, in this process or another, never share a uid, and a crashed
 leases. A uid of its own makes the process limit exact and cleanup complete: after a run, every
 process of that uid is SIGKILLed at once by a `kill(-1)` sent as that uid (`kill_uid`: no fork can
 slip past it), then rescanned and SIGKILLed through a pidfd (no pid-reuse race) until none is
-left and, for the rlimit fallback, whatever it left in the world-writable directories is removed. Not root, the code runs as the
-caller's own uid (`Identity.leased` is False) and the sweeps fall back to a per-run marker in the
-environment. `command_prefix`/`popen_kwargs` turn an identity into how to spawn as it (`setpriv`
-when present, which keeps `subprocess`'s fast vfork path).
+left and, for the rlimit fallback, whatever it left in the world-writable directories is removed.
+Not root, the code runs as the caller's own uid (`Identity.leased` is False) and the sweeps fall
+back to a per-run marker in the environment. `command_prefix`/`popen_kwargs` turn an identity
+into how to spawn as it (`setpriv` when present, which keeps `subprocess`'s fast vfork path).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ def _setpriv() -> str | None:
     global _SETPRIV
     if _SETPRIV is _UNSET:
         _SETPRIV = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
-    return _SETPRIV
+    return _SETPRIV if isinstance(_SETPRIV, str) else None  # (set: a path or None)
 
 
 _UNSET = object()

@@ -55,6 +55,7 @@ class RlimitBackend:
 class _RlimitLaunch(Launch):
     def __init__(self, backend: RlimitBackend, job: Job, ready_w: int):
         ident = job.identity
+        assert ident is not None  # leased by RlimitBackend.launch
         self._ident = ident
         self._marker = ("LLM_GYM_SANDBOX_RUN=" + job.marker).encode()
         self._code_fd: int | None = None

@@ -225,7 +225,7 @@ def scope_header(title: str, **attrs: Any) -> Iterator[None]:
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def scope_header_decorator(title: str | F) -> Any:
+def scope_header_decorator(title: str | Callable[..., Any]) -> Any:
     """Run the function inside `scope_header(title)`; bare use titles it with the function name.
     Works on sync and async functions."""
     title_str = title if isinstance(title, str) else title.__name__
@@ -316,7 +316,7 @@ def log_formatter(formatter: Formatter) -> None:
     assert trace is not None
     trace._register_formatter_css(formatter.get_css())
     node = Node("div", {}, [formatter.to_html()])
-    to_data = getattr(formatter, "to_data", None)
+    to_data: Callable[[], dict[str, Any] | None] | None = getattr(formatter, "to_data", None)
     node.data = to_data() if callable(to_data) else None
     _append(node)
 

@@ -11,7 +11,7 @@ import dataclasses
 import html
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 __all__ = ["CONVERSATION_CSS", "ConversationFormatter"]
 
@@ -25,7 +25,8 @@ def _part_html(part: Any) -> str:
                 f"<pre>{html.escape(part['thinking'])}</pre></details>")
     if kind == "tool_call":
         fn = part["tool_call"].function
-        return f'<div class="lt-tool-call-part">Tool call: <code>{html.escape(f"{fn.name}({fn.arguments})")}</code></div>'
+        call = html.escape(f"{fn.name}({fn.arguments})")
+        return f'<div class="lt-tool-call-part">Tool call: <code>{call}</code></div>'
     if kind == "unparsed_tool_call":
         return (f'<div class="lt-unparsed-tool-call-part">Unparsed tool call: <code>'
                 f'{html.escape(part["raw_text"])}</code> ({html.escape(part["error"])})</div>')
@@ -45,7 +46,7 @@ def _jsonable(value: Any) -> Any:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return _jsonable(dataclasses.asdict(value))
     if hasattr(value, "model_dump"):  # pydantic objects (the cookbook's tool calls)
-        return value.model_dump(mode="json")
+        return cast(Any, value).model_dump(mode="json")
     if isinstance(value, dict):
         return {k: _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -80,7 +80,7 @@ class _PrivateGlobalRNG:
             try:
                 random.seed(seed)
                 np.random.seed(seed % (1 << 32))
-                self._py, self._np = random.getstate(), np.random.get_state()
+                self._py, self._np = random.getstate(), np.random.get_state(legacy=True)
             finally:
                 random.setstate(outer_py)
                 np.random.set_state(outer_np)
@@ -90,7 +90,9 @@ class _PrivateGlobalRNG:
         games that draw their task while they are played)."""
         import hashlib
 
-        return hashlib.sha256(repr((self._py, self._np[1].tolist(), self._np[2:])).encode()).hexdigest()[:16]
+        state = self._np
+        assert isinstance(state, tuple)  # the legacy form (numpy types get_state() as dict | tuple)
+        return hashlib.sha256(repr((self._py, state[1].tolist(), state[2:])).encode()).hexdigest()[:16]
 
     @contextmanager
     def active(self) -> Iterator[None]:
@@ -101,7 +103,7 @@ class _PrivateGlobalRNG:
             try:
                 yield
             finally:
-                self._py, self._np = random.getstate(), np.random.get_state()
+                self._py, self._np = random.getstate(), np.random.get_state(legacy=True)
                 random.setstate(outer_py)
                 np.random.set_state(outer_np)
 

@@ -13,7 +13,7 @@ same tokens; it composes with `gymnasium.vector` (`gym.make_vec(..., wrappers=[.
 
 from __future__ import annotations
 
-from typing import Any, Literal, SupportsFloat
+from typing import Any, Literal, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -135,12 +135,13 @@ class PaddedTokens(
             )
         else:
             tokens_space = spaces.Box(0, n - 1, shape=(self.max_obs_len,), dtype=np.int64)
-        self.observation_space = spaces.Dict(
+        # cast: gymnasium types a Dict space's samples as dict[str, Any]; here they are arrays.
+        self.observation_space = cast("spaces.Space[dict[str, np.ndarray]]", spaces.Dict(
             {
                 "tokens": tokens_space,
                 "length": spaces.Box(0, self.max_obs_len, shape=(1,), dtype=np.int64),
             }
-        )
+        ))
         self.action_space = spaces.MultiDiscrete(
             np.full(self.max_action_len, n, dtype=np.int64), dtype=np.int64
         )

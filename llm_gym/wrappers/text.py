@@ -34,6 +34,9 @@ class TextActions(gym.Wrapper[str, str, np.ndarray, np.ndarray]):
     without special tokens. Both spaces are `llm_gym.spaces.FreeText`.
     """
 
+    # gymnasium annotates `Wrapper.env` with the wrapper's own (here: text) types; it is the token env.
+    env: gym.Env[np.ndarray, np.ndarray]
+
     def __init__(self, env: gym.Env, tokenizer: Any = None, append_stop: bool = True) -> None:
         super().__init__(env)
         if isinstance(env.observation_space, gym.spaces.Text) or isinstance(env.action_space, gym.spaces.Text):
@@ -42,7 +45,7 @@ class TextActions(gym.Wrapper[str, str, np.ndarray, np.ndarray]):
                 "already has Text spaces; to train it, make it a token env: "
                 "llm_gym.wrappers.FromText(env)"
             )
-        self.tokenizer = tokenizer if tokenizer is not None else getattr(env.unwrapped, "tokenizer", None)
+        self.tokenizer: Any = tokenizer if tokenizer is not None else getattr(env.unwrapped, "tokenizer", None)
         if self.tokenizer is None:
             raise ValueError(
                 f"TextActions needs a tokenizer: {type(env.unwrapped).__name__} has no `tokenizer` "

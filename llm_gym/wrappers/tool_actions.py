@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -47,7 +47,16 @@ from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer, ToolSpec, with_tools
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.renderers.tools import TOOL_CALL_CLOSE, TOOL_CALL_OPEN
-from llm_gym.rl.types import Action, ActionExtra, Env, Observation, StepResult, StopCondition, release_env
+from llm_gym.rl.types import (
+    Action,
+    ActionExtra,
+    Env,
+    InitialObservationOverflow,
+    Observation,
+    StepResult,
+    StopCondition,
+    release_env,
+)
 
 __all__ = [
     "ACT_TOOL",
@@ -59,8 +68,9 @@ __all__ = [
 ]
 
 # The schema transformers' `get_json_schema` derives from `TextEnvironment.act`'s docstring (what TRL
-# renders); tests/test_tool_actions.py checks the two stay equal.
-ACT_TOOL: ToolSpec = {  # type: ignore[typeddict-unknown-key]
+# renders); tests/llm_gym/wrappers/test_tool_actions.py checks the two stay equal.
+# cast: a ToolSpec plus the "return" key transformers' schema has (ToolSpec does not declare it).
+ACT_TOOL: ToolSpec = cast(ToolSpec, {
     "name": "act",
     "description": "Send your next move or message to the environment.",
     "parameters": {
@@ -73,7 +83,7 @@ ACT_TOOL: ToolSpec = {  # type: ignore[typeddict-unknown-key]
         "description": "The environment's reply: its next observation, or the final result when "
         "the episode is over.",
     },
-}
+})
 # `llm_gym.adapters.trl.multi_turn_dataset`'s user message (the env's opening text follows it).
 DEFAULT_INSTRUCTION = (
     "You are playing an environment. Send each of your moves with the `act` tool; "
@@ -209,13 +219,17 @@ class ToolActionsEnv(Env):
 
     @property
     def stop_condition(self) -> StopCondition:
-        return list(self._stop)
+        return cast(StopCondition, list(self._stop))  # a copy, of the same kind (str or int)
 
     def close(self) -> None:
         release_env(self.env)
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
-        env_ob, _ = await self.env.initial_observation()
+        first = await self.env.initial_observation()
+        if isinstance(first, InitialObservationOverflow):  # not handled here (it never was)
+            raise TypeError("ToolActionsEnv: the wrapped env's prompt is over its token budget "
+                            "(InitialObservationOverflow), which the act tool cannot play")
+        env_ob, _ = first
         tokens = env_ob.to_ints()
         self._env_ob_len = len(tokens)
         text = _observation_text(self.env_renderer.tokenizer, tokens)
@@ -375,7 +389,10 @@ class ToolActionsSource(EnvSource):
         self.max_tool_calling_iterations = _check_optional_int(
             "max_tool_calling_iterations", max_tool_calling_iterations, 0)
         self.max_completion_length = _check_optional_int("max_completion_length", max_completion_length, 1)
-        self.max_context_tokens = _check_optional_int("max_context_tokens", max_context_tokens, 1)
+        context_tokens = _check_optional_int("max_context_tokens", max_context_tokens, 1)
+        if context_tokens is None:  # ToolActionsEnv compares every observation's length with it
+            raise ValueError("max_context_tokens must be an int >= 1, got None")
+        self.max_context_tokens = context_tokens
         self.after_done = after_done
         inner_knobs = {k: v for k, v in spec.kwargs.items() if k not in _TEXT_ENV_ARGS}
         inner_knobs.update(knobs)

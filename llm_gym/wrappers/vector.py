@@ -104,7 +104,7 @@ class GroupAdvantages(VectorWrapper):
             raise ValueError(f"scale must be 'none' or 'group_std', got {scale!r}")
         self.group_size = group_size
         self.batch_size = env.num_envs // group_size
-        self.scale = scale
+        self.scale: Literal["none", "group_std"] = scale
         self.metadata = {**env.metadata, "autoreset_mode": AutoresetMode.SAME_STEP}
         self._entropy: int | None = None
         self._epoch = 0
@@ -160,14 +160,17 @@ class GroupAdvantages(VectorWrapper):
         if seed is not None:
             self._entropy, self._epoch = int(seed), 0
         elif self._entropy is None:
-            self._entropy, self._epoch = int(np.random.SeedSequence().entropy), 0
+            entropy = np.random.SeedSequence().entropy  # an int when none was given
+            assert isinstance(entropy, int)
+            self._entropy, self._epoch = entropy, 0
         else:
             self._epoch += 1
         self._returns[:] = 0.0
         self._episode[:] = 0
         self._pending.clear()
         seeds = [self.episode_seed(i // self.group_size, 0) for i in range(self.num_envs)]
-        return self.env.reset(seed=seeds, options=options)
+        # gymnasium annotates VectorEnv.reset's seed as one int; its vector envs take a list.
+        return self.env.reset(seed=seeds, options=options)  # pyright: ignore[reportArgumentType]
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._entropy is None:
@@ -191,7 +194,8 @@ class GroupAdvantages(VectorWrapper):
             self._returns[i] = 0.0
             self._episode[i] += 1
             seeds[i] = self.episode_seed(group, k + 1)
-        new_obs, reset_info = self.env.reset(seed=seeds, options={"reset_mask": done})
+        new_obs, reset_info = self.env.reset(  # a list of seeds: see reset()
+            seed=seeds, options={"reset_mask": done})  # pyright: ignore[reportArgumentType]
 
         out: dict[str, Any] = {}
         for i in range(self.num_envs):

@@ -14,7 +14,12 @@ after every optimizer step). The backends are imported when their names are firs
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers (no import at run time)
+    from trainers.sampling.batching import BatchingCompleter
+    from trainers.sampling.hf import HFSampler, SamplerStats
+    from trainers.sampling.vllm import ColocateEngine, ServerEngine, VLLMSampler
 
 __all__ = ["BatchingCompleter", "ColocateEngine", "HFSampler", "SamplerStats", "ServerEngine",
            "VLLMSampler"]

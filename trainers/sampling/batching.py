@@ -27,7 +27,7 @@ __all__ = ["BatchingCompleter", "call_limit", "prompt_ids", "split_stops"]
 def prompt_ids(model_input: Any, vocab_rows: int | None, who: str) -> tuple[int, ...]:
     """A call's prompt as a tuple of ids (a `ModelInput` or a sequence of ints); `ValueError`
     for an empty prompt or an id outside `0..vocab_rows-1` (None: not checked)."""
-    to_ints = getattr(model_input, "to_ints", None)
+    to_ints: Callable[[], Sequence[int]] | None = getattr(model_input, "to_ints", None)
     prompt = tuple(map(int, to_ints() if callable(to_ints) else model_input))
     if not prompt:
         raise ValueError(

@@ -295,7 +295,7 @@ class HFSampler(BatchingCompleter):
 
     # --- generation ----------------------------------------------------------------------------
     def _forward(self, input_ids, attention_mask, position_ids, cache, shared=None):
-        kwargs = dict(
+        kwargs: dict[str, Any] = dict(
             input_ids=input_ids,
             attention_mask=attention_mask,
             position_ids=position_ids,
@@ -353,7 +353,7 @@ class HFSampler(BatchingCompleter):
         if len(which) == len(results):
             return results
         self.stats.requests += len(which) - len(results)
-        return [TokensWithLogprobs(list(results[j].tokens), list(results[j].maybe_logprobs),
+        return [TokensWithLogprobs(list(results[j].tokens), list(results[j].logprobs),
                                    results[j].stop_reason) for j in which]
 
     def _generate_inner(self, requests: list[_Request]) -> list[TokensWithLogprobs]:
@@ -474,10 +474,12 @@ class HFSampler(BatchingCompleter):
                 cache.batch_select_indices(keep)
                 rows, tokens, next_pos = rows[keep], tokens[keep], next_pos[keep]
                 if shared is None:
+                    assert mask is not None  # None exactly when the rows share prompts
                     mask = mask[keep]
                 else:
                     shared.set_rows(shared.row_prompt[keep])
             if shared is None:
+                assert mask is not None  # None exactly when the rows share prompts
                 mask = torch.cat([mask, mask.new_ones((rows.numel(), 1))], dim=1)
             if prefill is not None:
                 logits, cache, shared, mask = self._verify_shared(tokens, next_pos, cache, shared,
@@ -494,7 +496,7 @@ class HFSampler(BatchingCompleter):
                                      mask, width, lengths, requests, out_tokens, stored)
             for (key, m), p in zip(hits, prompts):
                 # superseded by the longer sequence just stored (the episode's next turn)
-                if m and len(key) <= len(p) and key not in stored:
+                if m and key is not None and len(key) <= len(p) and key not in stored:
                     self._kv.drop(key)
         lengths_l = lengths.tolist()
         tokens_l = out_tokens.tolist()
@@ -528,7 +530,7 @@ class HFSampler(BatchingCompleter):
             keys = k0.new_zeros((len(hits), k0.shape[0], capacity, k0.shape[2]))
             values = v0.new_zeros((len(hits), v0.shape[0], capacity, v0.shape[2]))
             for u, (s, (_, m)) in enumerate(zip(stored, hits)):
-                if m:
+                if m and s is not None:  # (stored exactly when m)
                     keys[u, :, past_width - m : past_width] = s[li][0][:, :m]
                     values[u, :, past_width - m : past_width] = s[li][1][:, :m]
             layer.keys, layer.values, layer.device = keys, values, keys.device
@@ -610,7 +612,7 @@ class HFSampler(BatchingCompleter):
             verdict = _SHARED_OK.get(base)
             if verdict is None:
                 config = getattr(base, "config", None)
-                attn = [m for m in base.modules()
+                attn: list[Any] = [m for m in base.modules()
                         if hasattr(m, "layer_idx") and hasattr(m, "num_key_value_groups")]
                 verdict = _SHARED_OK[base] = bool(
                     config is not None
@@ -761,6 +763,9 @@ def _define_buffer_cache():
         width, and the 2D mask is zero-padded to it). Rows are left-padded, so every row writes the
         same column. This avoids `DynamicLayer`'s `torch.cat` of the whole cache on every token."""
 
+        keys: torch.Tensor  # set by lazy_initialization, before any update reads them
+        values: torch.Tensor
+
         def __init__(self, capacity: int, trim: bool = False) -> None:
             super().__init__()
             self.capacity = capacity
@@ -812,15 +817,16 @@ def _is_plain_dynamic_cache(cache: Any) -> bool:
 
     layers = getattr(cache, "layers", None)
     return (type(cache) is DynamicCache and bool(layers)
-            and all(type(layer) is DynamicLayer and getattr(layer, "keys", None) is not None
-                    and layer.keys.dim() == 4 for layer in layers))
+            and all(type(layer) is DynamicLayer and (keys := getattr(layer, "keys", None)) is not None
+                    and keys.dim() == 4 for layer in layers))
 
 
 def _embedding_rows(model: torch.nn.Module) -> int:
-    emb = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+    hf: Any = model  # a transformers model (get_input_embeddings, config: unknown to nn.Module's typing)
+    emb = hf.get_input_embeddings() if hasattr(hf, "get_input_embeddings") else None
     if emb is not None and hasattr(emb, "weight"):
         return int(emb.weight.shape[0])
-    return int(model.config.vocab_size)
+    return int(hf.config.vocab_size)
 
 
 def _default_pad_id(model: torch.nn.Module) -> int:

@@ -121,10 +121,11 @@ def hf_named_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor
     if isinstance(model, (torch.nn.parallel.DistributedDataParallel, torch.nn.DataParallel)):
         model = model.module
     is_peft = callable(getattr(model, "merge_adapter", None)) and hasattr(model, "peft_config")
+    peft_model: Any = model  # when is_peft: PEFT's merge_adapter/unmerge_adapter (dynamic to nn.Module)
     if is_peft:
-        model.merge_adapter()
+        peft_model.merge_adapter()
     try:
-        prefix = getattr(model, "prefix", "lora_") if is_peft else None
+        prefix: str = getattr(model, "prefix", "lora_") if is_peft else ""  # read only when is_peft
         for name, param in model.named_parameters():
             if is_peft:
                 name = name.removeprefix("base_model.model.").replace(".base_layer", "")
@@ -134,7 +135,7 @@ def hf_named_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor
             yield name, param.detach()
     finally:
         if is_peft:
-            model.unmerge_adapter()
+            peft_model.unmerge_adapter()
 
 
 def _weights_version(model: torch.nn.Module) -> tuple[int, ...]:
@@ -178,10 +179,11 @@ class ColocateEngine:
         # runs its engine core in a child process.
         os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(kv_cache_gib))
-        from vllm import LLM
+        # vllm is in .venv-vllm (make test-vllm); where it is absent pyright resolves `vllm` to this module
+        from vllm import LLM  # pyright: ignore[reportAttributeAccessIssue]
 
         self.model_dir = os.fspath(model_dir)
-        self.llm = LLM(
+        self.llm: Any = LLM(
             model=self.model_dir,
             dtype=dtype,
             max_model_len=int(max_model_len),
@@ -265,8 +267,8 @@ class ColocateEngine:
     # --- generation ------------------------------------------------------------------------------
     def generate(self, requests: Sequence[EngineRequest], temperature: float) -> list[list[tuple]]:
         """`out[i][j] = (tokens, logprobs, stop_reason)`, the j-th sample of request i."""
-        from vllm import SamplingParams
-        from vllm.inputs import TokensPrompt
+        from vllm import SamplingParams  # pyright: ignore[reportAttributeAccessIssue]  (see __init__)
+        from vllm.inputs import TokensPrompt  # pyright: ignore[reportMissingImports]
 
         prompts = [TokensPrompt(prompt_token_ids=list(r.prompt)) for r in requests]
         params = [_sampling_params(SamplingParams, r, temperature) for r in requests]
@@ -351,7 +353,7 @@ class ServerEngine:
         self._pushed_model: weakref.ref | None = None
         if max_model_len is None:  # the server says what it serves
             models = self.client.session.get(f"{self.client.base_url}/v1/models").json()
-            max_model_len = models["data"][0]["max_model_len"]
+            max_model_len = int(models["data"][0]["max_model_len"])
         self.max_model_len = int(max_model_len)
         self._communicator = False
         if init_communicator:

@@ -52,7 +52,7 @@ class GemEnv:
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return self._with_suffix(obs, info), reward, terminated, truncated, info
+        return self._with_suffix(obs, info), float(reward), terminated, truncated, info
 
 
 def gem_card(env_id: str, gem_id: str) -> EnvCard:
@@ -162,7 +162,7 @@ def _random_action(env: GemEnv, turn: int) -> str:
             _obs, reward, terminated, truncated, _info = trial.step(move)
         except Exception:
             continue
-        if not (terminated or truncated) and reward >= 0:
+        if not (terminated or truncated) and float(reward) >= 0:
             return move
     return first
 
@@ -218,44 +218,4 @@ RECORDED_EXAMPLES: dict[str, list[dict[str, str]]] = {'game:Sokoban-v0-hard': [{
                                       '\n'
                                       'Enter your move.'},
                           {'role': 'assistant', 'content': '\\boxed{up}'}],
- 'game:Sokoban-v0-random': [{'role': 'user',
-                             'content': 'You are solving the Sokoban puzzle. You are the player '
-                                        'and you need to push all boxes to targets.\n'
-                                        'When you are right next to a box, you can push it by '
-                                        'moving in the same direction.\n'
-                                        'You cannot push a box through a wall or another box, and '
-                                        'you cannot pull a box.\n'
-                                        'you have to complete the puzzle within 50 turns.\n'
-                                        'On the board, objects are represented as:\n'
-                                        "- The player (you) appears as 'P'\n"
-                                        '[... 191 characters left out ...]\n'
-                                        'the command in \\boxed{}.\n'
-                                        'For example: \\boxed{right} to move right.\n'
-                                        'Use logic and deduction to push all boxes onto the target '
-                                        'positions!\n'
-                                        'Here is the current board layout:\n'
-                                        '# # # # # # # #\n'
-                                        '# # # _ O _ _ #\n'
-                                        '# # # X O _ # #\n'
-                                        '# # _ P _ X _ #\n'
-                                        '# # _ X X _ O #\n'
-                                        '# # _ O O X _ #\n'
-                                        '# # # _ _ _ # #\n'
-                                        '# # # # # # # #\n'
-                                        '\n'
-                                        'Enter your move.'},
-                            {'role': 'assistant', 'content': '\\boxed{up}'},
-                            {'role': 'user',
-                             'content': 'At turn 1, you pushed a box while you moved up.\n'
-                                        'Here is the current board layout:\n'
-                                        '# # # # # # # #\n'
-                                        '# # # X O _ _ #\n'
-                                        '# # # P O _ # #\n'
-                                        '# # _ _ _ X _ #\n'
-                                        '# # _ X X _ O #\n'
-                                        '# # _ O O X _ #\n'
-                                        '# # # _ _ _ # #\n'
-                                        '# # # # # # # #\n'
-                                        '\n'
-                                        'Enter your move.'},
-                            {'role': 'assistant', 'content': '\\boxed{left}'}]}
+ }

@@ -40,7 +40,7 @@ from llm_gym.bridges import REASONING_GYM
 from llm_gym.bridges._example import LazyCard, message
 from llm_gym.wrappers.from_text import _PrivateGlobalRNG
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.bounded import acall_bounded
+from llm_gym.grading.bounded import BoundedCall, acall_bounded
 from llm_gym.grading.final import HEDGE
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer, get_text_content
@@ -244,8 +244,13 @@ class ReasoningGymEnv(ProblemEnv):
             policy = self.answer_policy(content)
             metrics["conflicting"] = float(policy == "conflicting")
             metrics["hedged"] = float(policy == "hedged")
-            outcome = None if policy is not None else await acall_bounded(
-                self._dataset_score, content, timeout_s=self.grader_timeout_s)
+            if policy is not None:
+                outcome = None
+            elif self.grader_timeout_s is None:  # no bound asked for: the scorer runs inline
+                outcome = BoundedCall(ok=True, value=self._dataset_score(content))
+            else:
+                outcome = await acall_bounded(self._dataset_score, content,
+                                              timeout_s=self.grader_timeout_s)
             if outcome is None:  # refused by the policy: answer tags present, no score
                 score, format_ok = 0.0, float(termination.is_stop_sequence)
             elif outcome.ok:
@@ -269,7 +274,7 @@ class ReasoningGymEnv(ProblemEnv):
 class ReasoningGymSource(EnvSource):
     """Items of one reasoning-gym dataset (`dataset`), with its config fields as knobs."""
 
-    card = LazyCard(EnvCard(
+    card = LazyCard(EnvCard(  # pyright: ignore[reportAssignmentType] - a descriptor giving EnvCard
         id="rg/<dataset>-v0", family="reasoning-gym", description="a reasoning-gym dataset",
         multi_turn=False, reward_range=(-0.1, 1.0), reward_meaning="score_answer",
         difficulty_knobs=dict(_BRIDGE_KNOBS), data_source="reasoning-gym", license="Apache-2.0",

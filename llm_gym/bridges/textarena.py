@@ -468,7 +468,7 @@ class TextArenaSource(StringEnvSource):
         if game_kwargs is not None and not isinstance(game_kwargs, dict):
             raise TypeError(f"game_kwargs must be a dict, got {type(game_kwargs).__name__}")
         options.setdefault("reward_range", (-1.0, 1.0))
-        self._game_args = dict(game=game, players=players, opponent=opponent,
+        self._game_args: dict[str, Any] = dict(game=game, players=players, opponent=opponent,
                                agent_player=agent_player, variant=variant, game_kwargs=game_kwargs)
         super().__init__(renderer=renderer, split=split, **options)
 

@@ -36,7 +36,7 @@ def _long_episode_max_obs(target: _Target, seeds: Sequence[int] = (0, 1, 2),
     env = _make(target)
     longest = 0
     try:
-        replies = [reply_tokens(env.unwrapped.renderer, text) for text in _FIXED_REPLIES]
+        replies = [reply_tokens(env.renderer, text) for text in _FIXED_REPLIES]
         for i, seed in enumerate(seeds):
             if budget_s is not None and i >= 1 and time.monotonic() - start > budget_s:
                 break

@@ -61,23 +61,23 @@ def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int],
     from llm_gym.text_env import TextEnv
 
     env = TextEnv(source, **kwargs)
-    renderer = env.unwrapped.renderer
+    renderer = env.renderer
     fixed = [reply_tokens(renderer, text) for text in _FIXED_REPLIES]
     plays: list[tuple[str, Any, Callable[[Any, str], list[int]], int]] = []
     turn = iter(range(10**9))
     plays.append(("fixed replies", env, lambda _e, _t: fixed[next(turn) % len(fixed)],
                   len(fixed)))
     try:
-        cases = [c for c in env.unwrapped.source.scripted_cases()
+        cases = [c for c in env.source.scripted_cases()
                  if isinstance(c, ScriptedCase) and c.kind == "gold"][:2]
     except Exception:  # the scripted row reports it
         cases = []
     for case in cases:
         case_env = TextEnv(source, **{**kwargs, **case.knobs}) if case.knobs else env
-        r = case_env.unwrapped.renderer
+        r = case_env.renderer
 
         def policy(seed_env, text, case=case, case_env=case_env, r=r):
-            return reply_tokens(r, case.reply(seed_env, text), case_env.unwrapped.stop_condition)
+            return reply_tokens(r, case.reply(seed_env, text), case_env.stop_condition)
 
         plays.append((f"gold case {case.name!r}", case_env, policy, case.max_turns))
     out: dict[str, Any] = {"plays": [name for name, *_ in plays], "first": {}, "episodes": {}}
@@ -89,9 +89,9 @@ def _digests(source: str, kwargs: dict[str, Any], seeds: Sequence[int],
             break  # two seeds compared at least (i counts the throwaway round)
         turn = iter(range(10**9))  # the fixed replies restart each episode
         parts = []
-        for name, play_env, policy, max_turns in plays:
+        for name, play_env, play, max_turns in plays:
             try:
-                first, whole = _episode_digest(play_env, seed, policy, max_turns)
+                first, whole = _episode_digest(play_env, seed, play, max_turns)
             except Exception as exc:  # reported by the scripted / fuzz rows; a digest here
                 first, whole = "", f"raised {type(exc).__name__}"
             if name == "fixed replies":

@@ -50,7 +50,7 @@ def _run_fuzz(target: _Target, n_actions: int, seed: int = 0,
 
     stats = _FuzzStats()
     env = _make(target)
-    lo, hi = env.unwrapped.source.reward_range
+    lo, hi = env.source.reward_range
     vocab = _vocab_size(env)
     rng = np.random.default_rng(seed)
     kinds = _fuzz_kinds(n_actions)

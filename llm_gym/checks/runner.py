@@ -54,7 +54,7 @@ def check_env_id(env_id: str, *, seeds: int = 3, fuzz: int = 48, split_seeds: in
     except Exception as exc:
         return [CheckRow("build", "fail", f"gym.make({env_id!r}) / reset raised "
                          f"{_one_line(exc)}{_where(exc)}")]
-    source = env.unwrapped.source
+    source = env.source
     half_limit = (timeout_s or 120.0) / 2  # slow envs: rows sample less, and say so
     scripted_seeds = list(range(max(1, seeds)))
     determinism_seeds = [0, 1, 2, 3, 17, 123, 4242, 2**31 - 1][: max(8, seeds)]

@@ -32,7 +32,7 @@ from llm_gym.tokenizers import ByteTokenizer  # noqa: E402
 TOK = ByteTokenizer()
 # Room generation takes up to ~30 s a reset, so check_env on these takes minutes (281 s and 82 s
 # when last run, both passing): run them with LLM_GYM_ALL_BRIDGE_IDS=1.
-SLOW = {"gem/Sokoban-v0-hard", "gem/Sokoban-v0-random"}
+SLOW = {"gem/Sokoban-v0-hard"}
 _SLOW_MARKS = [pytest.mark.slow, pytest.mark.skipif(
     not os.environ.get("LLM_GYM_ALL_BRIDGE_IDS"), reason="minutes of room generation; set LLM_GYM_ALL_BRIDGE_IDS=1")]
 IDS = [pytest.param(i, marks=_SLOW_MARKS) if i in SLOW else i for i in GEM.entries]

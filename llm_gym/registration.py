@@ -12,7 +12,8 @@ failed `import llm_gym`. `catalog_specs()` lists every spec of every catalog, re
 so a tool (`llm-gym doctor`) can say which ids are missing and what each one `requires`.
 `register_env` is the same for one id written by hand; `make` is
 `gym.make` with a "did you mean" for mistyped ids (`close_env_ids`, which searches the whole
-registry).
+registry). `registered_envs()` is one row per registered llm-gym id (family, turns, the
+distribution it comes from), what `llm-gym list` prints and `llm-gym check --all` walks.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import importlib
 import importlib.util
 import sys
 import warnings
+from importlib import metadata
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import gymnasium as gym
 
@@ -35,8 +37,9 @@ __all__ = [
     "close_env_ids",
     "make",
     "register_catalogs",
-    "requirement_met",
     "register_env",
+    "registered_envs",
+    "requirement_met",
 ]
 
 ENTRY_POINT_GROUP = "llm_gym.envs"
@@ -227,3 +230,76 @@ def close_env_ids(env_id: str, n: int = 3) -> list[str]:
         if by_lower[match] not in out:
             out.append(by_lower[match])
     return out[:n]
+
+
+def _distribution_finder() -> Callable[[str], str]:
+    """A function from an import name to the distribution that ships it ("name==version").
+
+    Known names are answered from what is already at hand: the bridges' tables, and the
+    distributions that declare `llm_gym.envs` entry points (their entry points' modules). Only a
+    module that neither names falls back to `importlib.metadata.packages_distributions()`, which
+    reads every installed distribution's file list (seconds in a large venv): it runs at most once.
+    """
+    from llm_gym.bridges import BRIDGES
+
+    dist_of: dict[str, str] = {b.module: b.distribution for b in BRIDGES.values()}
+    for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
+        if ep.dist is not None:
+            dist_of.setdefault(ep.module.split(".")[0], ep.dist.name)
+    everything: Mapping[str, list[str]] | None = None
+    found: dict[str, str] = {}
+
+    def package_of(module: str) -> str:
+        nonlocal everything
+        top = module.split(".")[0]
+        if top not in found:
+            name = dist_of.get(top)
+            if name is None:
+                if everything is None:
+                    everything = metadata.packages_distributions()
+                name = (everything.get(top) or [top])[0]
+            try:
+                found[top] = f"{name}=={metadata.version(name)}"
+            except metadata.PackageNotFoundError:
+                found[top] = top
+        return found[top]
+
+    return package_of
+
+
+def registered_envs() -> list[dict[str, Any]]:
+    """One row per registered llm-gym id: id, family, turns ("single" / "multi" / "?"),
+    package (the distribution the env comes from, with its version) and source."""
+    import gymnasium as gym
+
+    import llm_gym  # noqa: F401 - registers the ids
+    from llm_gym.bridges import BRIDGES
+
+    bridge_of = {env_id: b for b in BRIDGES.values() for env_id in b.entries}
+    package_of = _distribution_finder()
+    rows = []
+    for env_id, spec in sorted(gym.registry.items()):
+        if spec.entry_point != TEXT_ENV_ENTRY_POINT:
+            continue
+        source = str(spec.kwargs.get("source", ""))
+        bridge = bridge_of.get(env_id)
+        if bridge is not None:
+            entry = bridge.entries[env_id]
+            family, turns = bridge.name, entry.get("turns", "?")
+            module = bridge.module
+        else:
+            family, turns = _card_facts(source)
+            module = source.partition(":")[0]
+        rows.append({"id": env_id, "family": family, "turns": turns,
+                     "package": package_of(module), "source": source})
+    return rows
+
+
+def _card_facts(source: str) -> tuple[str, str]:
+    try:
+        from llm_gym.text_env import resolve_source
+
+        card = resolve_source(source).card
+        return card.family, "multi" if card.multi_turn else "single"
+    except Exception:  # a third-party catalog whose module fails to import: still listed
+        return "?", "?"

@@ -40,7 +40,7 @@ def _table(env_id: str, rows: list[CheckRow], seconds: float,
 
 
 def _all_ids() -> list[str]:
-    from llm_gym.cli.list import registered_envs
+    from llm_gym.registration import registered_envs
 
     return [row["id"] for row in registered_envs()]
 

@@ -16,7 +16,7 @@ import pytest
 import llm_gym  # noqa: F401 - registers the catalog
 from llm_gym import get_renderer, load_tokenizer
 from llm_gym.checks.adversarial import ALTERNATIVES, WORKING, _degenerate, _mutate, audit_source
-from llm_gym.cli.list import registered_envs
+from llm_gym.registration import registered_envs
 from tests._fast import sampled
 
 OPEN: dict[str, str] = {}  # id -> the class its reader still fails (issue 21): none today

@@ -11,7 +11,7 @@ import gymnasium as gym
 
 from llm_gym import cli
 from llm_gym.bridges import BRIDGES
-from llm_gym.cli.list import registered_envs
+from llm_gym.registration import registered_envs
 
 
 def test_list_json_has_every_registered_id(capsys):
@@ -42,7 +42,7 @@ def test_list_table_filter_and_install_hints(capsys):
 
 
 def test_listing_is_torch_free_and_imports_no_bridged_library():
-    code = ("import sys; from llm_gym.cli.list import registered_envs; registered_envs(); "
+    code = ("import sys; from llm_gym.registration import registered_envs; registered_envs(); "
             "print([m for m in ('torch', 'transformers', 'reasoning_gym', 'textarena', 'gem', "
             "'skyrl_gym') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -57,7 +57,7 @@ def test_listing_reads_the_installed_distributions_at_most_once(monkeypatch):
     # distribution names share one call; the catalog's and the bridges' need none.
     from importlib import metadata
 
-    import llm_gym.cli.list as cli_list
+    import llm_gym.registration as registration
 
     calls = []
 
@@ -69,11 +69,11 @@ def test_listing_reads_the_installed_distributions_at_most_once(monkeypatch):
     # modules no distribution declares)
     probe = ("from importlib import metadata; calls = []; "
              "metadata.packages_distributions = lambda: calls.append(1) or {}; "
-             "from llm_gym.cli.list import registered_envs; assert registered_envs(); print(len(calls))")
+             "from llm_gym.registration import registered_envs; assert registered_envs(); print(len(calls))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "0", out.stderr[-2000:]
     monkeypatch.setattr(metadata, "packages_distributions", counting)
-    assert cli_list.metadata is metadata
+    assert registration.metadata is metadata
     modules = ("fake_catalog_a.envs", "fake_catalog_b.envs", "fake_catalog_a.more")
     for n, module in enumerate(modules):
         env_id = f"llm/FakeThirdParty{n}-v0"

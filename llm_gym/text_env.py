@@ -33,7 +33,14 @@ from llm_gym.rl.types import Env, Metrics, StepResult, Trajectory, release_env
 from llm_gym.spaces import DEFAULT_SAMPLE_MAX_LENGTH, TokenSequence
 from llm_gym.tokenizers import load_tokenizer, vocab_size_of
 
-__all__ = ["TextEnv", "resolve_source", "run_coroutine", "seeded_np_random", "thread_loop"]
+__all__ = [
+    "TextEnv",
+    "load_tokenizer_and_renderer",
+    "resolve_source",
+    "run_coroutine",
+    "seeded_np_random",
+    "thread_loop",
+]
 
 _T = TypeVar("_T")
 
@@ -112,6 +119,18 @@ def _named_renderer(name: str | None, tokenizer: Any) -> Renderer:
             _named_renderers.clear()
         _named_renderers[key] = renderer
     return renderer
+
+
+def load_tokenizer_and_renderer(tokenizer: Any = None, renderer: str | Renderer | None = None) -> tuple[Any, Renderer]:
+    """The tokenizer and renderer of `TextEnv(source, tokenizer=tokenizer, renderer=renderer)`
+    (see its arguments); the source is built over that renderer. A renderer made by name over a
+    tokenizer given by name (or the default) is shared by every env asking for the same pair
+    (`_named_renderer`); `llm_gym.wrappers.source` builds sources with the same call, so the
+    trainer's episodes and `gym.make`'s are rendered alike."""
+    tok = load_tokenizer(tokenizer)
+    if (tokenizer is None or type(tokenizer) is str) and (renderer is None or type(renderer) is str):
+        return tok, _named_renderer(renderer, tok)
+    return tok, get_renderer(renderer, tok)
 
 
 def resolve_source(source: str | type[EnvSource]) -> type[EnvSource]:
@@ -323,11 +342,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self.render_mode = render_mode
         self.turn_limit = turn_limit
         self.source_cls = resolve_source(source)
-        self.tokenizer = load_tokenizer(tokenizer)
-        if (tokenizer is None or type(tokenizer) is str) and (renderer is None or type(renderer) is str):
-            self.renderer = _named_renderer(renderer, self.tokenizer)
-        else:
-            self.renderer = get_renderer(renderer, self.tokenizer)
+        self.tokenizer, self.renderer = load_tokenizer_and_renderer(tokenizer, renderer)
         self.source: EnvSource = self.source_cls(renderer=self.renderer, split=split, **knobs)
         self.split = split
         self.vocab_size = vocab_size_of(self.tokenizer)

@@ -11,8 +11,10 @@ SFT warm start learns from: the env's reference responses (single-turn envs), go
 episodes (multi-turn envs whose source declares a gold `ScriptedCase`), or none (`--no-sft`).
 `plot RUN_DIR` writes `RUN_DIR/train_curve.png` (or `--out`).
 Every configuration error -- a bad flag or flag value, an unreadable or malformed config file, a
-value `GRPOConfig.validate` refuses (which also builds the env once) -- prints one line
+value `GRPOConfig.validate` refuses (which also builds the env) -- prints one line
 `llm-gym train: ...` saying what to change and exits with status 2, before torch is imported.
+The env is built once for the whole command (`trainers.grpo.fit.run_env`, kept on the config):
+validation, fitting, the `SFT source` line and the training itself share it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from trainers.grpo.config import ConfigError, GRPOConfig, field_docs, load_config_file
-from trainers.grpo.fit import SFT_NONE, SFT_REFERENCE, fit_to_env, gold_case_summary
+from trainers.grpo.fit import SFT_NONE, SFT_REFERENCE, fit_to_env, run_env
 
 _JSON_FIELDS = {"env_kwargs"}
 _OPTIONAL_TYPES = {"max_turns": int, "run_name": str, "advantage_scale": str,
@@ -128,7 +130,7 @@ def sft_choice(cfg: GRPOConfig) -> str:
         return f"SFT source: reference responses (the env's train split){resume}"
     line = "SFT source: gold scripted episodes"
     try:
-        summary = gold_case_summary(cfg.env, cfg.env_kwargs, cfg.seed)
+        summary = run_env(cfg).gold_case_summary(cfg.seed)  # played once: fitting asked first
     except Exception as exc:  # noqa: BLE001 - the warm start itself reports a broken case
         summary = None
         line += f" (the gold case did not play: {type(exc).__name__}: {exc})"

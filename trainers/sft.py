@@ -93,11 +93,17 @@ class SFTResult:
 
 # --- examples ------------------------------------------------------------------------------------
 def source_for_env(env_id: str, split: str = "train", **env_kwargs: Any) -> EnvSource:
-    """The `EnvSource` behind a registered text env id (e.g. "llm/Math-v0"), on `split`."""
+    """The `EnvSource` behind a registered text env id (e.g. "llm/Math-v0"), on `split`: built
+    directly for an llm-gym `TextEnv` id (`llm_gym.wrappers.source.env_source_for_id`, as
+    `gym.make` would build it), read off `gym.make`'s env otherwise."""
     import llm_gym
+    from llm_gym.wrappers.source import env_source_for_id, is_source_id
 
+    if is_source_id(env_id):
+        return env_source_for_id(env_id, split, **env_kwargs).source
     env = llm_gym.make(env_id, split=split, **env_kwargs)
     source = getattr(env.unwrapped, "source", None)
+    env.close()
     if not isinstance(source, EnvSource):
         raise TypeError(
             f"{env_id!r} is not backed by an llm-gym EnvSource, so it has no reference responses "
@@ -326,12 +332,12 @@ def make_accuracy_eval(
     temperature: float = 0.0,
 ) -> Callable[[torch.nn.Module], float]:
     """An `eval_fn(model) -> accuracy` on a fixed set of `num_problems` tasks from `source`
-    (a held-out split, or train tasks kept out of training — see `task_keys`). All episodes run concurrently through one `HFSampler`, so the
-    model sees one batch; single- and multi-turn envs alike (each turn samples at most
-    `max_tokens`; episodes end as the env ends them, after 32 turns, or at the model's window). A problem counts as
-    solved as the trainer's evaluation counts it (`llm_gym.rl.outcome.episode_correct`: the last
-    reported `correct` metric is full credit, or, for envs without that metric, the return is
-    positive). Every episode is released
+    (a held-out split, or train tasks kept out of training — see `task_keys`). All episodes run
+    concurrently through one `HFSampler`, so the model sees one batch; single- and multi-turn envs
+    alike (each turn samples at most `max_tokens`; episodes end as the env ends them, after 32
+    turns, or at the model's window). A problem counts as solved as the trainer's evaluation
+    counts it (`llm_gym.rl.outcome.episode_correct`: the last reported `correct` metric is full
+    credit, or, for envs without that metric, the return is positive). Every episode is released
     afterwards (tool sandboxes). Greedy by default, so the same model always scores the same."""
     from trainers.sampling.hf import HFSampler
 
@@ -372,6 +378,7 @@ def sft_warm_start(
     *,
     env_id: str | None = None,
     env_kwargs: dict[str, Any] | None = None,
+    source: EnvSource | None = None,
     max_steps: int = 400,
     batch_size: int = 32,
     lr: float = 1e-3,
@@ -400,7 +407,9 @@ def sft_warm_start(
         reference response; or, for an env whose episodes have no `get_reference_response` but
         whose source declares a gold `ScriptedCase` (multi-turn games and tool envs),
         `num_examples` (default `min(max_steps * batch_size, DEFAULT_GOLD_EPISODES)`) gold
-        episodes, token-exact (`sft_examples_from_gold`). Unless `eval_fn` is given, accuracy is
+        episodes, token-exact (`sft_examples_from_gold`). `source`: the env's train-split
+        `EnvSource` when the caller has built it already (the GRPO trainer's `run_env`), so it is
+        not built again. Unless `eval_fn` is given, accuracy is
         measured greedily on `eval_problems` validation problems: train-split tasks that are
         excluded from the SFT examples (`make_accuracy_eval`; "solved" is `llm_gym.rl.outcome.episode_correct`:
         the `correct` metric where the env reports one, else a positive return).
@@ -429,7 +438,7 @@ def sft_warm_start(
         if examples is not None:
             raise ValueError("pass either env_id or examples, not both")
         kwargs = dict(env_kwargs or {})
-        train_source = source_for_env(env_id, "train", **kwargs)
+        train_source = source if source is not None else source_for_env(env_id, "train", **kwargs)
         renderer = train_source.renderer
         probe = train_source.make_env(np.random.default_rng(seed))  # the main rng stays untouched
         kind = sft_source_kind(train_source, probe)

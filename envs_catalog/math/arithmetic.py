@@ -199,13 +199,13 @@ class MathSource(EnvSource):
             self.num_operands - 1
         )
         if space <= _TABLE_MAX_TASKS:
-            # Cached per knob setting: GymEnvGroupBuilder builds a new source per episode, and
-            # re-enumerating 8100 tasks each time cost ~0.15 s per episode.
+            # Cached per knob setting: every gym.make (GymEnvGroupBuilder over an id, a vector env)
+            # builds a new source, and re-enumerating 8100 tasks each time cost ~0.15 s per env.
             table_key = (type(self), self.digits, self.operators, self.num_operands,
                          self.allow_negative, self.prompt_style, self.split)
             self._table = _cached_tasks(*table_key)
             # Prompt tokens depend only on the task and the renderer, so sources over one renderer
-            # share them (GymEnvGroupBuilder keeps hundreds of envs, each with its own source).
+            # share them (a pool of Gymnasium envs holds hundreds, each with its own source).
             self._prompts = _shared_prompts(renderer, table_key)
             if not self._table:
                 raise ValueError(

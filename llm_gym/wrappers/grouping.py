@@ -5,7 +5,10 @@
 group that GRPO-style advantages are centred on. `GymRLDataset` is an `RLDataset` of such builders
 with per-group seeds derived from `numpy.random.SeedSequence`, so batch `i` is the same on every
 machine. The trainer only sees the seed API, so anything `gym.make` can build (ours or a third
-party's, as long as observations and actions are token ids) can be trained.
+party's, as long as observations and actions are token ids) can be trained. For llm-gym's own ids
+the trainer skips Gymnasium altogether: `llm_gym.wrappers.source` makes the same episodes (same
+seeds, same tasks) straight from the id's `EnvSource`; this module serves every other Gymnasium
+env, and users who want the Gymnasium envs themselves.
 """
 
 from __future__ import annotations
@@ -59,6 +62,34 @@ def _obs_to_ints(obs: Any) -> list[int]:
         f"GymEnvGroupBuilder needs token-id observations (a 1-D int array or list of ints), got "
         f"{type(obs).__name__}; wrap a string env in llm_gym.wrappers.FromText(env) first"
     )
+
+
+def group_seed(seed: int, split: str, index: int, group: int) -> int:
+    """The reset seed (a 63-bit int) of group `group` in batch `index` of a dataset seeded with
+    `seed` on `split`: from `SeedSequence(seed, spawn_key=(split stream, index, group))`, so batch
+    `i` is the same on every machine and the two splits never share a seed. `GymRLDataset` and
+    `llm_gym.wrappers.source.SourceRLDataset` both draw their groups' seeds here."""
+    seq = np.random.SeedSequence(seed, spawn_key=(_SPLIT_STREAMS[split], index, group))
+    return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+
+
+def _check_dataset_args(batch_size: Any, group_size: Any, n_batches: Any, seed: Any) -> None:
+    """ValueError unless the sizes are positive ints and `seed` a non-negative int (the checks
+    every dataset of groups makes)."""
+    for name, value in (("batch_size", batch_size), ("group_size", group_size), ("n_batches", n_batches)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+
+
+def _check_batch_index(index: Any, n_batches: int) -> int:
+    """`index` as an int, or TypeError / IndexError for a bad batch index."""
+    if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
+        raise TypeError(f"batch index must be an int, got {type(index).__name__}")
+    if not 0 <= index < n_batches:
+        raise IndexError(f"batch index {index} is out of range for {n_batches} batches")
+    return int(index)
 
 
 def fold_seed_32(seed: int) -> int:
@@ -470,11 +501,7 @@ class GymRLDataset(RLDataset):
     ) -> None:
         if split not in _SPLIT_STREAMS:
             raise ValueError(f"split must be one of {sorted(_SPLIT_STREAMS)}, got {split!r}")
-        for name, value in (("batch_size", batch_size), ("group_size", group_size), ("n_batches", n_batches)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive int, got {value!r}")
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+        _check_dataset_args(batch_size, group_size, n_batches, seed)
         if "split" in make_kwargs:
             raise TypeError("pass split as GymRLDataset(split=...), not among the make kwargs")
         self.env_id = env_id
@@ -493,17 +520,11 @@ class GymRLDataset(RLDataset):
     def group_seed(self, index: int, group: int) -> int:
         """The reset seed of group `group` in batch `index` (a 63-bit int; envs other than
         llm-gym's `TextEnv` are reset with it folded to 32 bits, see `fold_seed_32`)."""
-        seq = np.random.SeedSequence(self.seed, spawn_key=(_SPLIT_STREAMS[self.split], index, group))
-        return int(seq.generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
+        return group_seed(self.seed, self.split, index, group)
 
     def get_batch(self, index: int) -> list[GymEnvGroupBuilder]:
-        if isinstance(index, bool) or not isinstance(index, (int, np.integer)):
-            raise TypeError(f"batch index must be an int, got {type(index).__name__}")
-        if not 0 <= index < self.n_batches:
-            raise IndexError(f"batch index {index} is out of range for {self.n_batches} batches")
+        index = _check_batch_index(index, self.n_batches)
         return [
-            GymEnvGroupBuilder(
-                self.env_id, self.group_size, self.group_seed(int(index), j), **self.make_kwargs
-            )
+            GymEnvGroupBuilder(self.env_id, self.group_size, self.group_seed(index, j), **self.make_kwargs)
             for j in range(self.batch_size)
         ]

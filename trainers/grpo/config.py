@@ -248,16 +248,17 @@ class GRPOConfig:
 
         Checks every field's type, then its range, then (torch-free, well under a second) that
         `model` is loadable without a download and, with `check_env`, that `env` is registered
-        and builds and resets with `env_kwargs` -- so no bad config reaches model work.
+        and builds and resets with `env_kwargs` -- so no bad config reaches model work. The env
+        built for that check is kept (`trainers.grpo.fit.run_env`): validating again, fitting
+        defaults and training reuse it instead of building it anew.
         """
-        from trainers.grpo.fit import check_env_builds, check_model
+        from trainers.grpo.fit import check_model, run_env
 
         self.check_types()
         self._check_ranges()
         check_model(self.model)
         if check_env:
-            found = check_env_builds(self.env, self.env_kwargs, seed=self.seed,
-                                     needs_references=self.sft_steps > 0)
+            found = run_env(self).check(seed=self.seed, needs_references=self.sft_steps > 0)
             self._sft_source = (self._sft_key(), found)
 
     def sft_source(self) -> str:
@@ -265,14 +266,14 @@ class GRPOConfig:
         `SFT_GOLD` (episodes of its first gold `ScriptedCase`, token-exact) or `SFT_NONE` (no warm
         start: `sft_steps=0`). Reuses what `validate` found; otherwise builds the env (and raises
         `ConfigError` as `validate` does when a warm start is asked for and there is neither)."""
-        from trainers.grpo.fit import SFT_NONE, check_env_builds
+        from trainers.grpo.fit import SFT_NONE, run_env
 
         if self.sft_steps == 0:
             return SFT_NONE
         cached = getattr(self, "_sft_source", None)
         if cached is not None and cached[0] == self._sft_key():
             return cached[1]
-        found = check_env_builds(self.env, self.env_kwargs, seed=self.seed, needs_references=True)
+        found = run_env(self).check(seed=self.seed, needs_references=True)
         self._sft_source = (self._sft_key(), found)
         return found
 

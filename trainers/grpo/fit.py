@@ -3,18 +3,24 @@
 `GRPOConfig` (`trainers.grpo.config`) holds the values and checks them against themselves; this
 module checks them against the world: the model is loadable without a download (`check_model`), the
 env id is registered (`check_env_id`) and builds and resets with the config's `env_kwargs` on both
-splits with token spaces (`check_env_builds`, which `GRPOConfig.validate` calls), and what the SFT
+splits with token spaces (`RunEnv.check`, which `GRPOConfig.validate` calls), and what the SFT
 warm start would learn from (`sft_source_kind`: the env's reference responses or a gold scripted
-case, `first_gold_case`, `gold_case_summary`; `trainers.sft` plays that case). `fit_to_env` then
-fits the defaults of the fields a user left unset to the env (`llm-gym train` calls it before
-`validate`): `max_tokens` from the env's longest own answer (`reply_need`, `fitted_max_tokens`),
-and `loss_reduction` for long or multi-turn completions. Errors are `ConfigError`s naming the bad
-value and the fix.
+case, `first_gold_case`, `RunEnv.gold_case_summary`; `trainers.sft` plays that case). `fit_to_env`
+then fits the defaults of the fields a user left unset to the env (`llm-gym train` calls it before
+`validate`): `max_tokens` from the env's longest own answer (`RunEnv.reply_need`,
+`fitted_max_tokens`), and `loss_reduction` for long or multi-turn completions. Errors are
+`ConfigError`s naming the bad value and the fix.
+
+The env is built once per run: `run_env(cfg)` is the config's `RunEnv` (made by the first call,
+kept on the config), which validation, fitting, the `SFT source` line, the SFT warm start, the
+trainer's datasets and evaluations, and its tokenizer and stop ids all read. For an llm-gym id
+that is its `EnvSource` per split (`llm_gym.wrappers.source`), with no Gymnasium env in between.
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -25,6 +31,7 @@ __all__ = [
     "SFT_GOLD",
     "SFT_NONE",
     "SFT_REFERENCE",
+    "RunEnv",
     "check_env_builds",
     "check_env_id",
     "check_model",
@@ -33,6 +40,7 @@ __all__ = [
     "fitted_max_tokens",
     "gold_case_summary",
     "reply_need",
+    "run_env",
     "sft_source_kind",
 ]
 
@@ -119,66 +127,302 @@ _ENV_SETUP_ERRORS = (ValueError, TypeError, LookupError, OSError, NotImplemented
 
 def check_env_builds(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
                      needs_references: bool = False) -> str:
-    """Raise `ConfigError` unless `env_id` is registered and builds and resets with `env_kwargs`
-    on both splits, with token observation and action spaces (what the trainer needs), and, with
-    `needs_references` (an SFT warm start), unless there is something to warm-start on: reference
-    answers (single-turn `ProblemEnv`-style episodes: `conversation()` and
-    `get_reference_response()`) or, for multi-turn envs, a gold `ScriptedCase` of the env's
-    `EnvSource` (`scripted_cases()`), whose episodes `trainers.sft` plays and learns token for
-    token. Returns what the warm start would use (`sft_source_kind` on the train split):
-    `SFT_REFERENCE`, `SFT_GOLD` or `SFT_NONE`.
+    """`RunEnv(env_id, env_kwargs).check(seed, needs_references)`: raise `ConfigError` unless the
+    env builds and resets on both splits with token spaces (and, with `needs_references`, has
+    something for the SFT warm start to learn from); return what that would be."""
+    return RunEnv(env_id, env_kwargs).check(seed, needs_references)
 
-    This builds the env once per split -- the same `gym.make` the trainer runs later -- so a bad
-    knob name or value is reported now, in one line naming the env and the knob (with the env's
-    knobs and a close match for an unknown one), not after the model is built. Torch-free for
-    llm-gym's catalog envs.
+
+class RunEnv:
+    """The env a run trains and evaluates on (`env_id` with `env_kwargs`), built once per split.
+
+    An llm-gym `TextEnv` id (every catalog and bridge id: `llm_gym.wrappers.source.is_source_id`)
+    is built as its `EnvSource` (`env_source_for_id`), the first time a split is asked for, and
+    everything reads that one source: `check`, `reply_need`, `gold_case_summary`, `source` (the SFT
+    warm start), `dataset` (`SourceRLDataset`: episodes straight from `source.make_env(rng)`, with
+    `GymRLDataset`'s seeds and `TextEnv.reset(seed)`'s generators, so a run sees the episodes the
+    Gymnasium path gave it) and `tokenizer_and_stops` (the env's own tokenizer and renderer). Any
+    other Gymnasium env with token spaces (a third party's id) goes through `gym.make` and
+    `GymRLDataset`. Torch-free.
     """
-    import gymnasium as gym
 
-    check_env_id(env_id)
-    for key, why in _RESERVED_ENV_KWARGS.items():
-        if key in env_kwargs:
-            raise ConfigError(f"env_kwargs must not set {key!r}: {why}")
-    bare_id = env_id.rpartition(":")[2]
-    splits: tuple[str | None, ...] = (None,)
-    from llm_gym.registration import TEXT_ENV_ENTRY_POINT
+    def __init__(self, env_id: str, env_kwargs: dict[str, Any]) -> None:
+        import gymnasium as gym
 
-    if gym.spec(bare_id).entry_point == TEXT_ENV_ENTRY_POINT:
-        splits = ("train", "test")
-    found = SFT_NONE
-    for split in splits:
-        kwargs = dict(env_kwargs) if split is None else {**env_kwargs, "split": split}
+        import llm_gym  # noqa: F401  (registers the catalog's ids)
+        from llm_gym.wrappers.source import is_source_id
+
+        self.env_id = env_id
+        self.env_kwargs = dict(env_kwargs)
+        self.bare_id = env_id.rpartition(":")[2]
+        self.from_source = is_source_id(env_id)
+        self.spec = gym.registry.get(self.bare_id)  # a re-registered id is a different env
+        self._splits: dict[str, Any] = {}  # split -> llm_gym.wrappers.source.EnvFromSource
+        self._sources: dict[tuple[str, str], Any] = {}  # (split, extra knobs) -> EnvSource | None
+        self._gold: dict[int, tuple[str, int] | None] = {}  # seed -> gold_case_summary
+        self._found: tuple[str, str] | None = None  # (SFT kind, the train episode's type name)
+        self._gym_parts: tuple[Any, list[int]] | None = None  # a Gymnasium env's tokenizer, stops
+
+    # --- building ------------------------------------------------------------------------------
+    def split(self, split: str) -> Any:
+        """The `EnvFromSource` (source, tokenizer, turn limit) of `split`, built on first use
+        (llm-gym ids only)."""
+        env = self._splits.get(split)
+        if env is None:
+            from llm_gym.wrappers.source import env_source_for_id
+
+            env = self._splits[split] = env_source_for_id(self.env_id, split, **self.env_kwargs)
+        return env
+
+    def source(self, split: str = "train", **knobs: Any) -> Any:
+        """The `EnvSource` of `split` (with `knobs` over `env_kwargs`: a gold case's own), or None
+        for an env without one (a third party's Gymnasium env)."""
+        if not knobs and self.from_source:
+            return self.split(split).source
+        key = (split, json.dumps(knobs, sort_keys=True, default=repr))
+        if key not in self._sources:
+            self._sources[key] = self._build_source(split, {**self.env_kwargs, **knobs})
+        return self._sources[key]
+
+    def _build_source(self, split: str, kwargs: dict[str, Any]) -> Any:
+        from llm_gym.env_source import EnvSource
+
+        if self.from_source:
+            from llm_gym.wrappers.source import env_source_for_id
+
+            return env_source_for_id(self.env_id, split, **kwargs).source
+        import gymnasium as gym
+
+        from llm_gym.wrappers.grouping import _accepts_split
+
+        if _accepts_split(self.bare_id):
+            kwargs = {**kwargs, "split": split}
+        env = gym.make(self.bare_id, **kwargs)
         try:
-            env = gym.make(bare_id, **kwargs)
-        except _ENV_SETUP_ERRORS as exc:
-            raise ConfigError(_env_error(bare_id, env_kwargs, exc)) from None
-        try:
-            env.reset(seed=seed)
-            for what, space in (("observation", env.observation_space), ("action", env.action_space)):
-                if not isinstance(space, gym.spaces.Sequence):
-                    llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
-                    raise ConfigError(
-                        f"env={env_id!r} has a {type(space).__name__} {what} space, not token "
-                        "sequences; the "
-                        f"trainer needs an llm-gym text env, e.g. one of {llm_ids}"
-                    )
-            if split in (None, "train"):  # SFT draws its examples from the train split
-                episode = getattr(env.unwrapped, "current_env", None)
-                found = sft_source_kind(getattr(env.unwrapped, "source", None), episode)
-                if needs_references and found == SFT_NONE:
-                    raise ConfigError(
-                        f"env={env_id!r} has no reference answers for the SFT warm start (its "
-                        f"episodes are {type(episode).__name__}, not single-turn ProblemEnvs) and "
-                        "no gold scripted case to learn from (EnvSource.scripted_cases() declares "
-                        "none); pass --no-sft (sft_steps=0), or give the env a gold ScriptedCase"
-                    )
-        except ConfigError:
-            raise
-        except _ENV_SETUP_ERRORS as exc:
-            raise ConfigError(_env_error(bare_id, env_kwargs, exc, during="reset")) from None
+            source = getattr(env.unwrapped, "source", None)
         finally:
             env.close()
-    return found
+        return source if isinstance(source, EnvSource) else None
+
+    def dataset(self, split: str, batch_size: int, group_size: int, seed: int) -> Any:
+        """The `RLDataset` of `split`: groups of `group_size` episodes, `batch_size` per batch."""
+        if self.from_source:
+            from llm_gym.wrappers.source import SourceRLDataset
+
+            return SourceRLDataset(self.split(split), batch_size, group_size, seed)
+        from llm_gym.wrappers.grouping import GymRLDataset
+
+        return GymRLDataset(self.env_id, batch_size=batch_size, group_size=group_size, seed=seed,
+                            split=split, **self.env_kwargs)
+
+    def tokenizer_and_stops(self) -> tuple[Any, list[int]]:
+        """The tokenizer the env decodes with and the token ids that end a sampled reply (its
+        renderer's single-token stop sequences, then EOS): asked of the env, never rebuilt from
+        `env_kwargs`. A Gymnasium env without a `tokenizer` / `renderer` attribute gets the ones
+        `env_kwargs` name (default: the byte tokenizer and its renderer)."""
+        if self.from_source:
+            env = self.split("train")
+            return env.tokenizer, env.stop_token_ids()
+        if self._gym_parts is None:
+            import gymnasium as gym
+
+            env = gym.make(self.bare_id, **self._gym_kwargs("train"))
+            try:
+                self._remember_gym_parts(env)
+            finally:
+                env.close()
+        assert self._gym_parts is not None
+        return self._gym_parts
+
+    def _gym_kwargs(self, split: str) -> dict[str, Any]:
+        from llm_gym.wrappers.grouping import _accepts_split
+
+        if not _accepts_split(self.bare_id):
+            return dict(self.env_kwargs)
+        return {**self.env_kwargs, "split": split}
+
+    def _remember_gym_parts(self, env: Any) -> None:
+        from llm_gym import get_renderer, load_tokenizer
+        from llm_gym.wrappers.source import stop_token_ids
+
+        tokenizer = getattr(env.unwrapped, "tokenizer", None)
+        renderer = getattr(env.unwrapped, "renderer", None)
+        if tokenizer is None:  # nothing to ask: what env_kwargs name (default: bytes, chatml)
+            tokenizer = load_tokenizer(self.env_kwargs.get("tokenizer"))
+            renderer = renderer or get_renderer(self.env_kwargs.get("renderer"), tokenizer)
+        if renderer is None:  # the env's own tokenizer, no renderer: it stops at EOS
+            eos = getattr(tokenizer, "eos_token_id", None)
+            self._gym_parts = (tokenizer, [] if eos is None else [int(eos)])
+        else:
+            self._gym_parts = (tokenizer, stop_token_ids(renderer, tokenizer))
+
+    # --- checking ------------------------------------------------------------------------------
+    def check(self, seed: int = 0, needs_references: bool = False) -> str:
+        """Raise `ConfigError` unless the env is registered and builds and resets with `env_kwargs`
+        on both splits, with token observation and action spaces (what the trainer needs), and,
+        with `needs_references` (an SFT warm start), unless there is something to warm-start on:
+        reference answers (single-turn `ProblemEnv`-style episodes: `conversation()` and
+        `get_reference_response()`) or, for multi-turn envs, a gold `ScriptedCase` of the env's
+        `EnvSource` (`scripted_cases()`), whose episodes `trainers.sft` plays and learns token for
+        token. Returns what the warm start would use (`sft_source_kind` on the train split):
+        `SFT_REFERENCE`, `SFT_GOLD` or `SFT_NONE`.
+
+        The first call builds the env once per split -- what the trainer then uses -- so a bad
+        knob name or value is reported now, in one line naming the env and the knob (with the
+        env's knobs and a close match for an unknown one), not after the model is built; later
+        calls reuse what it found. Torch-free for llm-gym's catalog envs.
+        """
+        if self._found is None:
+            self._found = self._check(seed)
+        found, episode_type = self._found
+        if needs_references and found == SFT_NONE:
+            raise ConfigError(
+                f"env={self.env_id!r} has no reference answers for the SFT warm start (its "
+                f"episodes are {episode_type}, not single-turn ProblemEnvs) and "
+                "no gold scripted case to learn from (EnvSource.scripted_cases() declares "
+                "none); pass --no-sft (sft_steps=0), or give the env a gold ScriptedCase"
+            )
+        return found
+
+    def _check(self, seed: int) -> tuple[str, str]:
+        check_env_id(self.env_id)
+        for key, why in _RESERVED_ENV_KWARGS.items():
+            if key in self.env_kwargs:
+                raise ConfigError(f"env_kwargs must not set {key!r}: {why}")
+        if self.from_source:
+            return self._check_source(seed)
+        return self._check_gym(seed)
+
+    def _check_source(self, seed: int) -> tuple[str, str]:
+        from llm_gym.rl.types import Env, release_env
+        from llm_gym.text_env import run_coroutine, seeded_np_random
+
+        found = (SFT_NONE, "None")
+        for split in ("train", "test"):
+            try:
+                source = self.split(split).source
+            except _ENV_SETUP_ERRORS as exc:
+                raise ConfigError(_env_error(self.bare_id, self.env_kwargs, exc)) from None
+            episode = None
+            try:
+                # what TextEnv.reset(seed=seed) runs: the task the seed draws, its first observation
+                episode = source.make_env(seeded_np_random(seed)[0])
+                if not isinstance(episode, Env):
+                    raise TypeError(f"{type(source).__name__}.make_env returned "
+                                    f"{type(episode).__name__}, expected an llm_gym.rl.Env")
+                run_coroutine(episode.initial_observation())
+                if split == "train":  # SFT draws its examples from the train split
+                    found = (sft_source_kind(source, episode), type(episode).__name__)
+            except _ENV_SETUP_ERRORS as exc:
+                raise ConfigError(_env_error(self.bare_id, self.env_kwargs, exc, during="reset")) from None
+            finally:
+                if episode is not None:
+                    release_env(episode)
+        return found
+
+    def _check_gym(self, seed: int) -> tuple[str, str]:
+        import gymnasium as gym
+
+        from llm_gym.registration import TEXT_ENV_ENTRY_POINT
+
+        splits: tuple[str | None, ...] = (None,)
+        if gym.spec(self.bare_id).entry_point == TEXT_ENV_ENTRY_POINT:
+            splits = ("train", "test")
+        found = (SFT_NONE, "None")
+        for split in splits:
+            kwargs = dict(self.env_kwargs) if split is None else {**self.env_kwargs, "split": split}
+            try:
+                env = gym.make(self.bare_id, **kwargs)
+            except _ENV_SETUP_ERRORS as exc:
+                raise ConfigError(_env_error(self.bare_id, self.env_kwargs, exc)) from None
+            try:
+                env.reset(seed=seed)
+                for what, space in (("observation", env.observation_space), ("action", env.action_space)):
+                    if not isinstance(space, gym.spaces.Sequence):
+                        llm_ids = sorted(k for k in gym.registry if k.startswith("llm/"))
+                        raise ConfigError(
+                            f"env={self.env_id!r} has a {type(space).__name__} {what} space, not "
+                            "token sequences; the "
+                            f"trainer needs an llm-gym text env, e.g. one of {llm_ids}"
+                        )
+                if split in (None, "train"):  # SFT draws its examples from the train split
+                    episode = getattr(env.unwrapped, "current_env", None)
+                    found = (sft_source_kind(getattr(env.unwrapped, "source", None), episode),
+                             type(episode).__name__)
+                    self._remember_gym_parts(env)
+            except ConfigError:
+                raise
+            except _ENV_SETUP_ERRORS as exc:
+                raise ConfigError(_env_error(self.bare_id, self.env_kwargs, exc, during="reset")) from None
+            finally:
+                env.close()
+        return found
+
+    # --- what the env's own answers need -------------------------------------------------------
+    def gold_case_summary(self, seed: int = 0) -> tuple[str, int] | None:
+        """(name, longest turn in tokens) of the gold case the SFT warm start would play, from one
+        gold episode on a train task (`llm_gym.scripted`); None when the env has no gold case.
+        Played once per seed (fitting and the `SFT source` line both ask)."""
+        if seed not in self._gold:
+            from llm_gym.scripted import reply_tokens, run_scripted_case
+
+            source = self.source("train")
+            case = first_gold_case(source)
+            summary = None
+            if case is not None:
+                if case.knobs:
+                    source = self.source("train", **case.knobs)
+                outcome = run_scripted_case(source, case, seed)
+                longest = max((len(reply_tokens(source.renderer, r)) for r in outcome.replies),
+                              default=0)
+                summary = (case.name, longest)
+            self._gold[seed] = summary
+        return self._gold[seed]
+
+    def reply_need(self, seed: int = 0, tasks: int = 16) -> tuple[int, str, bool] | None:
+        """(longest reply in tokens, where it comes from, multi-turn?) for the env's own answers:
+        the reference responses of `tasks` train-split tasks (single-turn envs; the tasks
+        `reset(seed=seed + i)` draws), else the turns of its first gold scripted episode; None when
+        the env offers neither (then nothing is fitted)."""
+        from llm_gym.rl.types import release_env
+        from llm_gym.scripted import reply_tokens
+        from llm_gym.text_env import seeded_np_random
+
+        source = self.source("train")
+        if source is None:
+            return None
+        renderer = getattr(source, "renderer", None)
+        multi_turn = bool(getattr(getattr(source, "card", None), "multi_turn", False))
+        episode = source.make_env(seeded_np_random(seed)[0])
+        kind = sft_source_kind(source, episode)
+        release_env(episode)
+        if renderer is not None and kind == SFT_REFERENCE:
+            longest = 0
+            for i in range(tasks):
+                episode = source.make_env(seeded_np_random(seed + i)[0])
+                longest = max(longest, len(reply_tokens(renderer, episode.get_reference_response())))
+                release_env(episode)
+            return longest, f"its reference answers run to {longest} tokens", multi_turn
+        summary = self.gold_case_summary(seed)
+        if summary is None:
+            return None
+        name, longest = summary
+        return longest, f"its gold episode's turns ({name!r}) run to {longest} tokens", multi_turn
+
+
+def run_env(cfg: GRPOConfig) -> RunEnv:
+    """The `RunEnv` of `cfg.env` with `cfg.env_kwargs`: the one `cfg` already holds (its first
+    `validate`, fitting or training made it), else a new one that `cfg` then keeps, so a run
+    builds its env once. A config whose env, env_kwargs or registered spec changed gets a new one."""
+    import gymnasium as gym
+
+    key = (cfg.env, json.dumps(cfg.env_kwargs, sort_keys=True, default=repr))
+    held = getattr(cfg, "_run_env", None)
+    if held is not None and held[0] == key and gym.registry.get(held[1].bare_id) is held[1].spec:
+        return held[1]
+    env = RunEnv(cfg.env, cfg.env_kwargs)
+    cfg._run_env = (key, env)  # type: ignore[attr-defined]
+    return env
 
 
 # What the SFT warm start learns from (`check_env_builds`, `GRPOConfig.sft_source`, trainers.sft).
@@ -210,27 +454,9 @@ def sft_source_kind(source: Any, episode: Any) -> str:
 
 def gold_case_summary(env_id: str, env_kwargs: dict[str, Any], seed: int = 0) -> tuple[str, int] | None:
     """(name, longest turn in tokens) of the gold case the SFT warm start would play on `env_id`
-    with `env_kwargs`, from one gold episode on a train task (`llm_gym.scripted`); None when the
-    env has no gold case. Torch-free; for `llm-gym train` to say what it chose."""
-    import llm_gym
-    from llm_gym.scripted import reply_tokens, run_scripted_case
-
-    def train_source(**kwargs: Any) -> Any:
-        env = llm_gym.make(env_id, split="train", **kwargs)
-        try:
-            return getattr(env.unwrapped, "source", None)
-        finally:
-            env.close()
-
-    source = train_source(**env_kwargs)
-    case = first_gold_case(source)
-    if case is None:
-        return None
-    if case.knobs:
-        source = train_source(**{**env_kwargs, **case.knobs})
-    outcome = run_scripted_case(source, case, seed)
-    longest = max((len(reply_tokens(source.renderer, r)) for r in outcome.replies), default=0)
-    return case.name, longest
+    with `env_kwargs` (`RunEnv.gold_case_summary`); None when the env has no gold case. Torch-free;
+    for `llm-gym train` to say what it chose."""
+    return RunEnv(env_id, env_kwargs).gold_case_summary(seed)
 
 
 def _env_error(env_id: str, env_kwargs: dict[str, Any], exc: Exception, during: str = "") -> str:
@@ -302,36 +528,9 @@ def fitted_max_tokens(need: int, multi_turn: bool = False) -> int:
 
 def reply_need(env_id: str, env_kwargs: dict[str, Any], seed: int = 0,
                tasks: int = 16) -> tuple[int, str, bool] | None:
-    """(longest reply in tokens, where it comes from, multi-turn?) for the env's own answers:
-    the reference responses of `tasks` train-split tasks (single-turn envs), else the turns of
-    its first gold scripted episode; None when the env offers neither (then nothing is fitted).
-    Torch-free; builds the env with the same `gym.make` as training."""
-    import gymnasium as gym
-
-    from llm_gym.scripted import reply_tokens
-
-    env = gym.make(env_id.rpartition(":")[2], split="train", **env_kwargs)
-    try:
-        unwrapped = env.unwrapped
-        source = getattr(unwrapped, "source", None)
-        renderer = getattr(source, "renderer", None)
-        env.reset(seed=seed)
-        episode = getattr(unwrapped, "current_env", None)
-        multi_turn = bool(getattr(getattr(source, "card", None), "multi_turn", False))
-        if renderer is not None and sft_source_kind(source, episode) == SFT_REFERENCE:
-            longest = 0
-            for i in range(tasks):
-                env.reset(seed=seed + i)
-                reference = unwrapped.current_env.get_reference_response()
-                longest = max(longest, len(reply_tokens(renderer, reference)))
-            return longest, f"its reference answers run to {longest} tokens", multi_turn
-    finally:
-        env.close()
-    summary = gold_case_summary(env_id, env_kwargs, seed)
-    if summary is None:
-        return None
-    name, longest = summary
-    return longest, f"its gold episode's turns ({name!r}) run to {longest} tokens", multi_turn
+    """(longest reply in tokens, where it comes from, multi-turn?) for the env's own answers
+    (`RunEnv.reply_need`); None when the env offers neither references nor a gold case. Torch-free."""
+    return RunEnv(env_id, env_kwargs).reply_need(seed, tasks)
 
 
 def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset()) -> list[str]:
@@ -344,7 +543,7 @@ def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset(
     need = None
     if "max_tokens" not in explicit or "loss_reduction" not in explicit:
         try:
-            need = reply_need(cfg.env, cfg.env_kwargs, cfg.seed)
+            need = run_env(cfg).reply_need(cfg.seed)
         except Exception as exc:  # noqa: BLE001 - fitting is advice; validate() reports real errors
             notes.append(f"defaults not fitted to {cfg.env} ({type(exc).__name__}: {exc})")
     multi_turn = bool(need and need[2])

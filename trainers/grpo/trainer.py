@@ -464,22 +464,20 @@ def micro_batches(data: Sequence[Datum], size: int, share_prefix: bool,
 # Setup helpers
 # ------------------------------------------------------------------------------------------------
 def make_dataset(cfg: GRPOConfig, split: str, batch_size: int, group_size: int, seed: int) -> RLDataset:
-    from llm_gym import GymRLDataset
+    """`cfg.env`'s groups on `split` (`trainers.grpo.fit.RunEnv.dataset`): for an llm-gym id,
+    episodes straight from the run's one `EnvSource` per split; for any other Gymnasium env,
+    `GymRLDataset` over `gym.make`."""
+    from trainers.grpo.fit import run_env
 
-    return GymRLDataset(cfg.env, batch_size=batch_size, group_size=group_size, seed=seed,
-                        split=split, **cfg.env_kwargs)
+    return run_env(cfg).dataset(split, batch_size, group_size, seed)
 
 
 def env_tokenizer_and_stops(cfg: GRPOConfig) -> tuple[Any, list[int]]:
-    """The env's tokenizer (byte by default) and its renderer's stop token ids."""
-    from llm_gym import get_renderer, load_tokenizer
+    """The env's own tokenizer and the token ids that end a reply (its renderer's single-token stop
+    sequences, then EOS), asked of the run's env (`RunEnv.tokenizer_and_stops`)."""
+    from trainers.grpo.fit import run_env
 
-    tok = load_tokenizer(cfg.env_kwargs.get("tokenizer"))
-    renderer = get_renderer(cfg.env_kwargs.get("renderer"), tok)
-    stops = [s for s in renderer.get_stop_sequences() if isinstance(s, int)]
-    if tok.eos_token_id is not None and tok.eos_token_id not in stops:
-        stops.append(int(tok.eos_token_id))
-    return tok, stops
+    return run_env(cfg).tokenizer_and_stops()
 
 
 @functools.lru_cache(maxsize=256)
@@ -500,8 +498,9 @@ def single_turn_env(env_id: str) -> bool:
 
 
 def builder_single_turn(builder) -> bool:
-    """True for a `GymEnvGroupBuilder` of a registered single-turn env; False when unknown."""
-    env_id = getattr(builder, "env_id_or_factory", None)
+    """True for a group builder of a registered single-turn env (a `SourceEnvGroupBuilder`'s
+    `env_id`, a `GymEnvGroupBuilder`'s id); False when unknown."""
+    env_id = getattr(builder, "env_id", None) or getattr(builder, "env_id_or_factory", None)
     return isinstance(env_id, str) and single_turn_env(env_id)
 
 
@@ -932,10 +931,12 @@ def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
     scripted episodes where it has no reference responses (train split),
     stopped as soon as validation accuracy enters `cfg.sft_target_band`. Every rank runs the same
     seeded SFT, so all ranks enter RL with identical weights."""
+    from trainers.grpo.fit import run_env
     from trainers.sft import sft_warm_start
 
     result = sft_warm_start(
-        model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, max_steps=cfg.sft_steps,
+        model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, source=run_env(cfg).source("train"),
+        max_steps=cfg.sft_steps,
         batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=tuple(cfg.sft_target_band),
         eval_max_tokens=cfg.max_tokens, seed=cfg.seed, device=accelerator.device,
         progress=cfg.progress and accelerator.is_main_process,

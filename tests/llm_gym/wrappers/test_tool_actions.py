@@ -322,7 +322,7 @@ def test_same_seed_same_episode(qwen3):
 
 
 def test_trainable_through_the_group_builder(qwen3):
-    """`GymEnvGroupBuilder` / `GymRLDataset` (what the trainer consumes) make the wrapped episodes."""
+    """`GymEnvGroupBuilder` / `GymRLDataset` (the public grouping wrapper) make the wrapped episodes."""
     import asyncio
 
     from llm_gym import GymRLDataset

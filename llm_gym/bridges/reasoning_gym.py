@@ -26,12 +26,14 @@ global `random` module). Datasets are built once per process and configuration.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import json
 import math
 import re
 import warnings
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -127,6 +129,7 @@ def dataset_card(dataset: str, format_coef: float = 0.1) -> EnvCard:
 
 
 _MAX_SPLIT_TRIES = 256  # consecutive items looked at for one of the split's own
+_MAX_CACHED_ENTRIES = 256  # items kept per source (see ReasoningGymSource.entry)
 
 
 def split_of_question(question: str) -> str:
@@ -331,6 +334,7 @@ class ReasoningGymSource(EnvSource):
         self.format_coef = float(format_coef)
         self.grader_timeout_s = grader_timeout_s
         self.dataset = _dataset(dataset, config, SPLIT_SEEDS[split], size)
+        self._entries: OrderedDict[int, dict] = OrderedDict()
         self._dataset_key = json.dumps([dataset, config, SPLIT_SEEDS[split], size], sort_keys=True,
                                        default=repr)
 
@@ -362,7 +366,20 @@ class ReasoningGymSource(EnvSource):
     def entry(self, index: int) -> dict:
         """Item `index` of the split's dataset, made on a private copy of the global random state
         seeded from the index: a few datasets (list_functions) draw from the global `random`
-        module, so the same item would otherwise differ from call to call."""
+        module, so the same item would otherwise differ from call to call. The last
+        `_MAX_CACHED_ENTRIES` items are kept (a copy is handed out): the G episodes of a GRPO
+        group, and `llm-gym check`'s replays, ask for the same item again, and some generators
+        take a second per item (futoshiki)."""
+        cached = self._entries.get(index)
+        if cached is None:
+            cached = self._entries[index] = self._make_entry(index)
+            if len(self._entries) > _MAX_CACHED_ENTRIES:
+                self._entries.popitem(last=False)
+        else:
+            self._entries.move_to_end(index)
+        return copy.deepcopy(cached)
+
+    def _make_entry(self, index: int) -> dict:
         # A generator's own deprecation notices (codeio's items call numpy.trapz) are upstream's
         # business, not the user's: they would fail Gymnasium's check_env on a warning.
         with _PrivateGlobalRNG(SPLIT_SEEDS[self.split] + index).active(), warnings.catch_warnings():

@@ -59,3 +59,16 @@ def test_a_dataset_with_one_question_is_a_one_line_error():
     lonely.entry = lambda index: {"question": question, "answer": "0"}  # every item alike
     with pytest.raises(ValueError, match="too small for two disjoint splits"):
         lonely.make_env(np.random.default_rng(0))
+
+
+def test_items_are_kept_a_while_and_handed_out_as_copies():
+    from llm_gym.bridges import reasoning_gym as bridge
+
+    source = ReasoningGymSource(renderer=RENDERER, split="train", **SMALL)
+    fresh = ReasoningGymSource(renderer=RENDERER, split="train", **SMALL)
+    first = source.entry(3)
+    first["question"] = "tampered"
+    assert source.entry(3) == fresh.entry(3) != first  # the kept item is untouched
+    for index in range(bridge._MAX_CACHED_ENTRIES + 10):
+        source.entry(index)
+    assert len(source._entries) == bridge._MAX_CACHED_ENTRIES  # bounded

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Literal, Sequence, Union
+from typing import Any, Callable, Literal, Sequence, Union
 
 from llm_gym.model_input import ModelInput
 
@@ -120,7 +120,7 @@ async def _sample_response(
     so anything with neither is refused here, at first use, with the fix; with `tinker` installed
     the prompt and parameters are converted to its types (a real `tinker.SamplingClient`
     validates them)."""
-    sample = getattr(sampling_client, "sample", None)
+    sample: Callable[..., Any] | None = getattr(sampling_client, "sample", None)
     if not callable(sample):
         sample = getattr(sampling_client, "sample_async", None)
     if not callable(sample):
@@ -133,7 +133,7 @@ async def _sample_response(
             "(e.g. the trainer's HF sampler)."
         )
     try:
-        import tinker
+        import tinker  # pyright: ignore[reportMissingImports] - optional: not installed in .venv
     except ImportError:
         params, prompt = SamplingParams(temperature=temperature, max_tokens=max_tokens, stop=stop), model_input
     else:

@@ -257,7 +257,9 @@ class TrainOnWhat(str, enum.Enum):
 
 def last_assistant_turn_start(messages: Sequence[Message]) -> int:
     """Index of the first message after the last user message (0 when there is none)."""
-    return max((i for i, m in enumerate(messages) if m["role"] == "user"), default=-1) + 1
+    # Message is total=False, but a message without a role raises KeyError here, as it always has.
+    users = (i for i, m in enumerate(messages) if m["role"] == "user")  # pyright: ignore[reportTypedDictNotRequiredAccess]
+    return max(users, default=-1) + 1
 
 
 def trained_messages(messages: Sequence[Message], train_on_what: TrainOnWhat | str) -> list[bool]:
@@ -277,7 +279,8 @@ def trained_messages(messages: Sequence[Message], train_on_what: TrainOnWhat | s
     n = len(messages)
     flags = []
     for i, m in enumerate(messages):
-        assistant = m["role"] == "assistant"
+        # Message is total=False, but a message without a role raises KeyError here, as it always has.
+        assistant = m["role"] == "assistant"  # pyright: ignore[reportTypedDictNotRequiredAccess]
         if what is TrainOnWhat.LAST_ASSISTANT_MESSAGE:
             flags.append(assistant and i == n - 1)
         elif what is TrainOnWhat.LAST_ASSISTANT_TURN:
@@ -287,7 +290,7 @@ def trained_messages(messages: Sequence[Message], train_on_what: TrainOnWhat | s
         elif what in (TrainOnWhat.ALL_MESSAGES, TrainOnWhat.ALL_TOKENS):
             flags.append(True)
         elif what is TrainOnWhat.ALL_USER_AND_SYSTEM_MESSAGES:
-            flags.append(m["role"] in ("user", "system"))
+            flags.append(m["role"] in ("user", "system"))  # pyright: ignore[reportTypedDictNotRequiredAccess]
         else:
             flags.append(bool(m.get("trainable", False)))
     return flags
@@ -461,7 +464,8 @@ class Renderer(ABC):
                 messages[: i + 1], train_on_what=TrainOnWhat.LAST_ASSISTANT_MESSAGE
             )
             for i in candidates
-            if messages[i]["role"] == "assistant"
+            # Message is total=False, but a message without a role raises KeyError here, as it always has.
+            if messages[i]["role"] == "assistant"  # pyright: ignore[reportTypedDictNotRequiredAccess]
         ]
 
     def has_invalid_ids(self, tokens: Sequence[int]) -> bool:
@@ -530,18 +534,19 @@ class Renderer(ABC):
 
 
 # The cookbook keeps its content helpers in renderers/base.py; ours live in renderers/content.py
-# (imported last: it builds on the types above) and are re-exported so `base.X` imports still work.
+# (imported last: it builds on the types above) and are re-exported so `base.X` imports still work
+# (`X as X` marks each as a re-export).
 from llm_gym.renderers.content import (  # noqa: E402
-    PARSE_FAILURE_DETAIL_MAX_CHARS,
-    UNTERMINATED_TOOL_BLOCK_ERROR,
-    ContentPart,
-    ParseFailureKind,
-    classify_parse_failure,
-    detect_unterminated_tool_block,
-    ensure_list,
-    format_content_as_string,
-    has_thinking,
-    parse_content_blocks,
-    parse_think_blocks,
-    remove_thinking,
+    PARSE_FAILURE_DETAIL_MAX_CHARS as PARSE_FAILURE_DETAIL_MAX_CHARS,
+    UNTERMINATED_TOOL_BLOCK_ERROR as UNTERMINATED_TOOL_BLOCK_ERROR,
+    ContentPart as ContentPart,
+    ParseFailureKind as ParseFailureKind,
+    classify_parse_failure as classify_parse_failure,
+    detect_unterminated_tool_block as detect_unterminated_tool_block,
+    ensure_list as ensure_list,
+    format_content_as_string as format_content_as_string,
+    has_thinking as has_thinking,
+    parse_content_blocks as parse_content_blocks,
+    parse_think_blocks as parse_think_blocks,
+    remove_thinking as remove_thinking,
 )

@@ -36,7 +36,7 @@ END_OF_TURN_TOKENS = ("<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>", "<
 
 # Conversations rendered to probe the extension property: a plain exchange, and one with a system
 # prompt and an assistant turn holding reasoning (templates that strip it from history fail).
-_EXTENSION_PROBES: tuple[tuple[dict[str, str], ...], ...] = (
+_EXTENSION_PROBES: tuple[tuple[Message, ...], ...] = (
     (
         {"role": "user", "content": "Hi! What is 2 + 2?"},
         {"role": "assistant", "content": "It is 4."},
@@ -75,7 +75,7 @@ def _common_prefix_len(a: list[int], b: list[int]) -> int:
 def _template_message(m: Message) -> dict:
     """`m` as a chat template expects it: `tool_calls` as OpenAI dicts (arguments as objects), the
     raw text of unparsed calls kept in the content (so history shows what was sampled)."""
-    out = dict(m)
+    out: dict[str, Any] = dict(m)
     calls = out.pop("tool_calls", None)
     unparsed = out.pop("unparsed_tool_calls", None)
     if calls:
@@ -145,10 +145,10 @@ class ChatTemplateRenderer(Renderer):
         continuation = Continuation(self, fallback="new_datum")
         probed = False
         for convo in _EXTENSION_PROBES:
-            messages = [dict(m) for m in convo]
+            messages = [m.copy() for m in convo]
             try:
                 for k, message in enumerate(messages[:-1]):
-                    if message["role"] != "assistant":
+                    if message.get("role") != "assistant":  # the probes all have roles
                         continue
                     prompt = continuation.first(messages[:k])
                     through = self._template(messages[: k + 1], add_generation_prompt=False)

@@ -59,9 +59,11 @@ class ChatMLRenderer(Renderer):
 
     def _turn(self, message: Message) -> tuple[list[int], list[int]]:
         """(header tokens, body tokens incl. <|im_end|>) for one message; newline after is extra."""
-        text = format_assistant_text(message) if message["role"] == "assistant" else ensure_text(message["content"])
+        # Message is total=False, but one without a role or content raises KeyError here, as before.
+        role = message["role"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
+        text = format_assistant_text(message) if role == "assistant" else ensure_text(message["content"])  # pyright: ignore[reportTypedDictNotRequiredAccess]
         body = self.tokenizer.encode(text, add_special_tokens=False)
-        return self._turn_header(message["role"]), body + [self.im_end]
+        return self._turn_header(role), body + [self.im_end]
 
     def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
         """One message in the cookbook's Qwen3 chunking of the same tokens: header = the newline

@@ -91,13 +91,13 @@ def format_content_as_string(content: str | list[ContentPart], separator: str = 
         return content
     pieces = []
     for part in content:
-        kind = part["type"]
-        if kind == "thinking":
+        # compared directly (not through a variable) so the checker narrows `part` to its part type
+        if part["type"] == "thinking":
             pieces.append(f"<think>{part['thinking']}</think>")
-        elif kind == "text":
+        elif part["type"] == "text":
             pieces.append(part["text"])
         else:
-            raise RendererError(f"Unknown content part type: {kind}")
+            raise RendererError(f"Unknown content part type: {part['type']}")
     return separator.join(pieces)
 
 

@@ -41,7 +41,7 @@ games and `llm_gym.wrappers.from_text` (the callers), `llm_gym.text_env.TextEnv`
 from __future__ import annotations
 
 import array
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Sequence, TypeGuard, TypeVar
 
 from llm_gym.model_input import ModelInput, as_token_ids
 from llm_gym.renderers.base import Message, Renderer, ensure_text, validate_messages
@@ -154,7 +154,10 @@ def _last_assistant_index(messages: list[Message]) -> int:
     )
 
 
-def _uses_own_rendering(renderer: Renderer, cls: type, methods: Sequence[str]) -> bool:
+_R = TypeVar("_R", bound=Renderer)
+
+
+def _uses_own_rendering(renderer: Renderer, cls: type[_R], methods: Sequence[str]) -> TypeGuard[_R]:
     """Whether `renderer` is a `cls` whose subclass keeps `cls`'s rendering methods (so a fast path
     that reimplements them incrementally stays exact)."""
     kind = type(renderer)
@@ -169,11 +172,12 @@ class _Turns:
 
 
 def _tail_key(messages: list[Message], k: int) -> tuple:
+    # Message is total=False, but a message without a role or content raises KeyError here, as before.
     if k == len(messages) - 2:  # one new message (the usual case)
         m = messages[k + 1]
-        content = m["content"]
-        return (m["role"], content if type(content) is str else ensure_text(content))
-    return tuple((m["role"], ensure_text(m["content"])) for m in messages[k + 1:])
+        content = m["content"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
+        return (m["role"], content if type(content) is str else ensure_text(content))  # pyright: ignore[reportTypedDictNotRequiredAccess]
+    return tuple((m["role"], ensure_text(m["content"])) for m in messages[k + 1:])  # pyright: ignore[reportTypedDictNotRequiredAccess]
 
 
 class _ChatMLTurns(_Turns):
@@ -203,14 +207,15 @@ class _ChatMLTurns(_Turns):
         return tail
 
     def next(self, prev, action, messages, k, fallback):
+        # Message is total=False, but a message without a role or content raises KeyError here, as before.
         if k == len(messages) - 2:  # one new message, the usual case: `_tail_key` inlined
             m = messages[-1]
-            key = (m["role"], m["content"] if type(m["content"]) is str else ensure_text(m["content"]))
+            key = (m["role"], m["content"] if type(m["content"]) is str else ensure_text(m["content"]))  # pyright: ignore[reportTypedDictNotRequiredAccess]
         else:
             key = _tail_key(messages, k)
         tail = self._tails.get(key) or self._tail(key, messages, k)
         assistant = messages[k]
-        content = assistant["content"]
+        content = assistant["content"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
         if "tool_calls" in assistant or "unparsed_tool_calls" in assistant:  # the calls' blocks too
             content = format_assistant_text(assistant)
         body = self.encode(
@@ -251,10 +256,11 @@ class _RoleColonTurns(_Turns):
         if cached is None:
             enc = self._encode
             new = messages[k + 1:]
-            first_header = enc(new[0]["role"].capitalize() + ":")
-            rest = enc(" " + ensure_text(new[0]["content"]) + "\n\n")
+            # Message is total=False, but a message without a role or content raises KeyError here, as before.
+            first_header = enc(new[0]["role"].capitalize() + ":")  # pyright: ignore[reportTypedDictNotRequiredAccess]
+            rest = enc(" " + ensure_text(new[0]["content"]) + "\n\n")  # pyright: ignore[reportTypedDictNotRequiredAccess]
             for m in new[1:]:
-                rest += enc(m["role"].capitalize() + ":") + enc(" " + ensure_text(m["content"]) + "\n\n")
+                rest += enc(m["role"].capitalize() + ":") + enc(" " + ensure_text(m["content"]) + "\n\n")  # pyright: ignore[reportTypedDictNotRequiredAccess]
             rest += enc("Assistant:")
             cached = (first_header, rest)
             if len(self._tails) >= _MAX_CACHED_TAILS:
@@ -269,7 +275,8 @@ class _RoleColonTurns(_Turns):
         by_eos = bool(action) and action[-1] == self._eos
         output = self._encode(" " + format_assistant_text(messages[k]) + "\n\n")
         if text.endswith(_ROLE_COLON_STOP) and not by_eos:
-            if messages[k + 1]["role"] != "user":  # "User:" was sampled; a tool turn cannot follow
+            # "User:" was sampled; a tool turn cannot follow. (A message without a role: KeyError, as before.)
+            if messages[k + 1]["role"] != "user":  # pyright: ignore[reportTypedDictNotRequiredAccess]
                 return self.renderer.build_generation_prompt(messages), NEW_DATUM
             close, canonical = [], action == output + self._encode("User:")
         elif text.endswith("\n\n") and not by_eos:
@@ -308,8 +315,10 @@ class _TemplateTurns(_Turns):
         except Exception:  # noqa: BLE001 - the template refused this conversation
             # Mistral's templates refuse an assistant turn with empty content, which a garbage reply
             # parses to: render such turns as one space and start a new datum, rather than crash.
-            blank = [dict(m, content=" ") if m.get("role") == "assistant" and not m.get("content")
-                     and not m.get("tool_calls") else m for m in messages]
+            blank: list[Message] = [
+                {**m, "content": " "} if m.get("role") == "assistant" and not m.get("content")
+                and not m.get("tool_calls") else m for m in messages
+            ]
             if blank == messages:
                 raise
             return ModelInput._trusted(tuple(self._render(blank, True))), NEW_DATUM

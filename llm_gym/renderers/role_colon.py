@@ -79,13 +79,15 @@ class RoleColonRenderer(Renderer):
         return True  # history is never rewritten
 
     def render_message(self, message: Message, ctx: RenderContext) -> RenderedMessage:
-        header = self._encode(message["role"].capitalize() + ":")
-        text = format_assistant_text(message) if message["role"] == "assistant" else ensure_text(message["content"])
+        # Message is total=False, but one without a role or content raises KeyError here, as before.
+        role = message["role"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
+        header = self._encode(role.capitalize() + ":")
+        text = format_assistant_text(message) if role == "assistant" else ensure_text(message["content"])  # pyright: ignore[reportTypedDictNotRequiredAccess]
         output = self._encode(_CONTENT_PREFIX + text + _CONTENT_SUFFIX)
         # "User:" completes the stop sequence after an assistant turn. Other roles get the
         # cookbook's placeholder, which it (and so we) appends when such a message ends a
         # supervised example.
-        overlap = self._encode("User:" if message["role"] == "assistant" else "<UNUSED>")
+        overlap = self._encode("User:" if role == "assistant" else "<UNUSED>")
         return RenderedMessage(
             header=EncodedTextChunk(tokens=header),
             output=[EncodedTextChunk(tokens=output)],
@@ -110,7 +112,8 @@ class RoleColonRenderer(Renderer):
             validate_messages(messages)
             with_spec = prepend_tools_to_messages(messages, self.tools)
             if len(with_spec) > len(messages) and TrainOnWhat(train_on_what) is TrainOnWhat.CUSTOMIZED:
-                with_spec[0] = Message(role="system", content=with_spec[0]["content"], trainable=False)
+                # the system message prepend_tools_to_messages just added, which has content
+                with_spec[0] = Message(role="system", content=with_spec[0]["content"], trainable=False)  # pyright: ignore[reportTypedDictNotRequiredAccess]
             messages = with_spec
         return super().build_supervised_example(messages, train_on_what)
 

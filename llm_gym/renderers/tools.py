@@ -96,7 +96,8 @@ def format_assistant_text(message: Message) -> str:
     """The text of `message` with its tool calls: content, a newline when there is content, then
     the parsed calls' blocks and the unparsed calls' raw text, joined by newlines. A message
     without calls is its content unchanged."""
-    content = ensure_text(message["content"])
+    # Message is total=False, but one without content raises KeyError here, as before.
+    content = ensure_text(message["content"])  # pyright: ignore[reportTypedDictNotRequiredAccess]
     calls = list(message.get("tool_calls") or [])
     unparsed = list(message.get("unparsed_tool_calls") or [])
     if not calls and not unparsed:

@@ -54,13 +54,16 @@ from llm_gym.rl.types import (
 )
 
 __all__ = [
-    "Action", "ActionExtra", "AgentToolMessageEnv", "build_agent_tool_env", "Datum", "Env", "EnvFromMessageEnv", "EnvGroupBuilder", "FailFast", "InitialObservationOverflow", "Logprobs", "Logs",
-    "MessageEnv", "MessageStepResult", "Metrics", "MinViableGroup", "Observation", "ParseErrorPolicy", "ProblemEnv", "ProblemGroupBuilder", "RLDataset",
+    "Action", "ActionExtra", "AgentToolMessageEnv", "build_agent_tool_env", "Datum", "Env", "EnvFromMessageEnv",
+    "EnvGroupBuilder", "FailFast", "InitialObservationOverflow", "Logprobs", "Logs",
+    "MessageEnv", "MessageStepResult", "Metrics", "MinViableGroup", "Observation", "ParseErrorPolicy", "ProblemEnv",
+    "ProblemGroupBuilder", "RLDataset",
     "RLDatasetBuilder", "RetryOnFailure", "RolloutBudgetExhausted", "RolloutError",
     "RolloutConfig", "RolloutLimits", "RolloutResult", "RolloutStrategy", "SamplingTurnTimeoutError", "StepResult",
     "StopCondition", "StopReason", "TerminationRewardPolicy",
     "TokenCompleter", "TokensWithLogprobs", "Trajectory", "TrajectoryGroup", "Transition",
-    "assemble_training_data", "compute_advantages", "episode_correct", "do_group_rollout", "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
+    "assemble_training_data", "compute_advantages", "episode_correct", "do_group_rollout",
+    "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
     "RolloutErrorCounter", "get_rollout_executor", "set_rollout_executor",
     "remove_constant_reward_groups", "run_rollout", "trajectory_to_data",
     "EpochCycledRLDataset", "cycle_permutation", "epoch_batch_index", "InterleavedRLDatasetBuilder",

@@ -194,7 +194,10 @@ class EnvFromMessageEnv(types.Env):
     def _structural_parse_error(self, message: Message, termination: ParseTermination) -> types.StepResult:
         # The turn's boundary is unknown, so it is never retried (unlike a content failure).
         policy = self.parse_error_policy
-        kind, detail = classify_parse_failure(message, termination)
+        assert policy is not None  # step() calls this only under a ParseErrorPolicy
+        failure = classify_parse_failure(message, termination)
+        assert failure is not None  # termination is not clean, so this is a structural failure
+        kind, detail = failure
         metrics: types.Metrics = {"parse_error": 1.0, _STOP_PARSE_ERROR: 1.0}
         if policy.mask_error_turns:
             metrics[types.PARSE_ERROR_MASKED_METRIC_KEY] = 1.0

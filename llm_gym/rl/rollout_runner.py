@@ -40,9 +40,9 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from llm_gym.completers import TokenCompleter, TokensWithLogprobs
+from llm_gym.completers import StopCondition, TokenCompleter, TokensWithLogprobs
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers.base import Message
 from llm_gym.rl.rollout_limits import ParseErrorPolicy, RolloutLimits
@@ -146,7 +146,7 @@ def _check_observation(ob: object, where: str) -> ModelInput:
     if isinstance(ob, ModelInput):
         return ob
     if hasattr(ob, "to_ints") and hasattr(ob, "length"):
-        return ModelInput.from_ints(ob.to_ints())  # a duck-typed ModelInput
+        return ModelInput.from_ints(cast(Any, ob).to_ints())  # a duck-typed ModelInput
     raise TypeError(
         f"{where} must return a ModelInput observation, got {type(ob).__name__}; "
         "wrap token ids with ModelInput.from_ints(tokens)"
@@ -238,7 +238,7 @@ class _DefaultsFor(RolloutHooks):
 
 def _complete_hooks(hooks: object | None) -> RolloutHooks | None:
     if hooks is None or all(hasattr(hooks, name) for name in _HOOK_METHODS):
-        return hooks
+        return cast("RolloutHooks | None", hooks)  # None, or duck-typed with every hook method
     if not any(hasattr(hooks, name) for name in _HOOK_METHODS):
         raise TypeError(
             f"hooks must be a RolloutHooks (async methods {', '.join(_HOOK_METHODS)}), got "
@@ -260,7 +260,7 @@ class _RolloutRun:
     sampled_tokens: int = 0
     truncations: int = 0  # turns cut at the per-turn cap ("length") that the env continued past
     ob: ModelInput = field(default_factory=ModelInput.empty)
-    stop: object = field(default_factory=list)
+    stop: StopCondition = field(default_factory=list)
     start: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:

@@ -1,10 +1,18 @@
 """How the G rollouts of a group are run and what happens when some fail.
 
-| strategy | on a failed rollout | group errors (`make_envs`, group rewards) |
-|---|---|---|
-| `FailFast()` (default) | the other rollouts are cancelled and the exception propagates; the group is lost | propagate |
-| `RetryOnFailure(max_retries=3, per_rollout_timeout=0)` | retried on `make_envs()[0]` of a fresh group, up to `max_retries` in the whole group; a failure past that cancels the rest and is re-raised | propagate from `do_group_rollout`; the wrapper skips the group |
-| `MinViableGroup(min_successful=None, max_retries=3, per_rollout_timeout=None)` | retried (as above) only while fewer than the floor (`min_successful`, None: `ceil(0.75 * G)`) succeeded, else recorded; below the floor at the end: `AllTrajectoriesFailedError` | as `RetryOnFailure` |
+Each strategy, what it does on a failed rollout, and what it does with group errors (`make_envs`,
+group rewards):
+
+- `FailFast()` (default). On a failed rollout: the other rollouts are cancelled and the exception
+  propagates; the group is lost. Group errors: propagate.
+- `RetryOnFailure(max_retries=3, per_rollout_timeout=0)`. On a failed rollout: retried on
+  `make_envs()[0]` of a fresh group, up to `max_retries` in the whole group; a failure past that
+  cancels the rest and is re-raised. Group errors: propagate from `do_group_rollout`; the wrapper
+  skips the group.
+- `MinViableGroup(min_successful=None, max_retries=3, per_rollout_timeout=None)`. On a failed
+  rollout: retried (as above) only while fewer than the floor (`min_successful`, None:
+  `ceil(0.75 * G)`) succeeded, else recorded; below the floor at the end:
+  `AllTrajectoriesFailedError`. Group errors: as `RetryOnFailure`.
 
 As in the cookbook, `do_group_rollout` raises whatever a strategy gave up with (and a failing
 `make_envs` / `compute_group_rewards`), under every strategy; the caller-side wrapper
@@ -16,18 +24,36 @@ rollout as failed (error type "TimeoutError"). Strategies are frozen dataclasses
 so they pickle. `tests/conformance/test_cookbook_rollouts.py` runs both libraries side by side
 with injected faults.
 
-Deliberate differences from the cookbook (each for a reliability guarantee):
+Deliberate differences from the cookbook (each for a reliability guarantee), as ours / cookbook /
+why:
 
-| ours | cookbook | why |
-|---|---|---|
-| a failing `make_envs()` (first or a retry's) is retried within `max_retries` (bounded by `per_rollout_timeout`); past the budget its last error is raised | the first failure propagates at once (a retry's failure escapes with the group's rollouts still running) | a flaky sandbox start should cost one retry, not a group; with no `make_envs` failure nothing changes (no budget spent) |
-| `FailFast` cancels the sibling rollouts (grace `CANCEL_GRACE_S`) before `cleanup()` | `asyncio.gather` raises and lets the siblings run on, after `cleanup()`, outcomes unretrieved | no rollout keeps using an env its group has cleaned up; no "exception never retrieved" |
-| a timed-out rollout is cancelled and retried at once; one that does not unwind in `CANCEL_GRACE_S` is abandoned and recorded as `RolloutError("AbandonedRollout")` | `asyncio.wait_for` waits for the cancelled rollout to unwind, however long | `per_rollout_timeout` is a hard bound (below) |
-| a rollout that returns after its deadline (it blocked the loop) counts as timed out | its result is used | a result past the deadline is never trained on |
-| a timeout's `RolloutError` message says what timed out | empty message | readable logs |
-| `per_rollout_timeout=0` means no timeout for both strategies; negative values and `min_successful < 1` raise `ValueError` | `MinViableGroup(per_rollout_timeout=0)` times out at once; no validation | one meaning for 0; errors at construction |
-| `RolloutBudgetExhausted` is an alias of `AllTrajectoriesFailedError` | (not present) | the name this module used before |
-| the wrapper's `sampling_client` is any `TokenCompleter`; `max_tokens` caps each turn through `RolloutLimits.max_turn_tokens`; `temperature` and `enable_logging` are accepted and unused; no executor dispatch | a `tinker.SamplingClient` wrapped in `TinkerTokenCompleter(max_tokens, temperature)`; logtree; `set_rollout_executor` | no Tinker client or logtree here; sampling settings belong to our completers (`HFSampler`) |
+- Ours: a failing `make_envs()` (first or a retry's) is retried within `max_retries` (bounded by
+  `per_rollout_timeout`); past the budget its last error is raised. Cookbook: the first failure
+  propagates at once (a retry's failure escapes with the group's rollouts still running). Why: a
+  flaky sandbox start should cost one retry, not a group; with no `make_envs` failure nothing
+  changes (no budget spent).
+- Ours: `FailFast` cancels the sibling rollouts (grace `CANCEL_GRACE_S`) before `cleanup()`.
+  Cookbook: `asyncio.gather` raises and lets the siblings run on, after `cleanup()`, outcomes
+  unretrieved. Why: no rollout keeps using an env its group has cleaned up; no "exception never
+  retrieved".
+- Ours: a timed-out rollout is cancelled and retried at once; one that does not unwind in
+  `CANCEL_GRACE_S` is abandoned and recorded as `RolloutError("AbandonedRollout")`. Cookbook:
+  `asyncio.wait_for` waits for the cancelled rollout to unwind, however long. Why:
+  `per_rollout_timeout` is a hard bound (below).
+- Ours: a rollout that returns after its deadline (it blocked the loop) counts as timed out.
+  Cookbook: its result is used. Why: a result past the deadline is never trained on.
+- Ours: a timeout's `RolloutError` message says what timed out. Cookbook: empty message. Why:
+  readable logs.
+- Ours: `per_rollout_timeout=0` means no timeout for both strategies; negative values and
+  `min_successful < 1` raise `ValueError`. Cookbook: `MinViableGroup(per_rollout_timeout=0)` times
+  out at once; no validation. Why: one meaning for 0; errors at construction.
+- Ours: `RolloutBudgetExhausted` is an alias of `AllTrajectoriesFailedError`. Cookbook: (not
+  present). Why: the name this module used before.
+- Ours: the wrapper's `sampling_client` is any `TokenCompleter`; `max_tokens` caps each turn
+  through `RolloutLimits.max_turn_tokens`; `temperature` and `enable_logging` are accepted and
+  unused; no executor dispatch. Cookbook: a `tinker.SamplingClient` wrapped in
+  `TinkerTokenCompleter(max_tokens, temperature)`; logtree; `set_rollout_executor`. Why: no Tinker
+  client or logtree here; sampling settings belong to our completers (`HFSampler`).
 
 Hard bounds. `per_rollout_timeout` is a bound on wall time, not a polite request: a timed-out
 rollout is cancelled and its slot retried at once, without waiting for the cancellation to finish.

@@ -26,7 +26,7 @@ import dataclasses
 import inspect
 import logging
 from concurrent.futures import Executor
-from typing import Any, Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Sequence, cast
 
 from llm_gym.renderers import Message, Renderer, ToolCall, UnparsedToolCall, get_text_content
 from llm_gym.renderers.content import PARSE_FAILURE_DETAIL_MAX_CHARS
@@ -39,7 +39,9 @@ from llm_gym.tools import Tool, ToolResult, error_tool_result, handle_tool_call
 
 logger = logging.getLogger(__name__)
 
-RewardFn = Callable[[list[Message]], "Awaitable[tuple[float, dict[str, float]]] | tuple[float, dict[str, float]] | float"]
+RewardFn = Callable[
+    [list[Message]], "Awaitable[tuple[float, dict[str, float]]] | tuple[float, dict[str, float]] | float"
+]
 """Grades a finished episode from its messages: sync or async, returning `(reward, metrics)` or a
 bare reward."""
 
@@ -99,7 +101,7 @@ class AgentToolMessageEnv(MessageEnv):
         if len(set(names)) != len(names):
             raise ValueError(f"tool names must be unique, got {names}")
         self.tools = list(tools)
-        self.initial_messages = [dict(m) for m in initial_messages]
+        self.initial_messages = [cast(Message, dict(m)) for m in initial_messages]
         self.max_turns = max_turns
         self.reward_fn = reward_fn
         self.failed_parse_reward = failed_parse_reward
@@ -122,7 +124,9 @@ class AgentToolMessageEnv(MessageEnv):
     # --- seams for the rollout runner ----------------------------------------------------------
     def set_max_tool_calls(self, max_tool_calls: int) -> None:
         """Apply the runner's tool-call cap; the tighter of it and the env's own wins."""
-        self.max_tool_calls = max_tool_calls if self.max_tool_calls is None else min(self.max_tool_calls, max_tool_calls)
+        self.max_tool_calls = (
+            max_tool_calls if self.max_tool_calls is None else min(self.max_tool_calls, max_tool_calls)
+        )
 
     def set_parse_error_policy(self, policy: ParseErrorPolicy) -> None:
         self.parse_error_policy = policy
@@ -141,7 +145,7 @@ class AgentToolMessageEnv(MessageEnv):
     # --- MessageEnv ----------------------------------------------------------------------------
     async def initial_observation(self) -> list[Message]:
         if not self.history:
-            self.history = [dict(m) for m in self.initial_messages]
+            self.history = [cast(Message, dict(m)) for m in self.initial_messages]
         return self.history
 
     async def observe_truncated_response(self, message: Message) -> list[Message]:
@@ -234,7 +238,9 @@ class AgentToolMessageEnv(MessageEnv):
             added = await self._handle_tool_calls(to_run, run_ids)
             self._tool_calls_made += len(to_run)
             for i, m in enumerate(added):
-                logs[f"tool_result_{i}"] = _content_for_log(m["content"])[:PARSE_FAILURE_DETAIL_MAX_CHARS]
+                # Tool messages carry content; one without raises KeyError here, as before.
+                content = m["content"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
+                logs[f"tool_result_{i}"] = _content_for_log(content)[:PARSE_FAILURE_DETAIL_MAX_CHARS]
 
         answered = not calls
         done = answered or max_turns_reached or self._should_stop or capped
@@ -280,6 +286,7 @@ class AgentToolMessageEnv(MessageEnv):
 
     def _content_parse_error_step(self, unparsed, metrics, logs, max_turns_reached) -> MessageStepResult:
         policy = self.parse_error_policy
+        assert policy is not None  # step() calls this only under a ParseErrorPolicy
         logs["parse_failure_kind"] = "content"
         if policy.mask_error_turns:
             metrics[types.PARSE_ERROR_MASKED_METRIC_KEY] = 1.0

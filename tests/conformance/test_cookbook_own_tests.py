@@ -84,10 +84,12 @@ EXCLUDED_FILES = {
 EXCLUDED_TESTS = {
     "rl/builder_pickle_test.py::TestProblemGroupBuilderPickle": "builds a renderer from a hub tokenizer",
     "rl/builder_pickle_test.py::TestRolloutTask": "builds a renderer from a hub tokenizer",
-    "rl/rollout_presets_test.py::TestTrainerDefaultResolution": "resolves through rl.train.Config (the chz training loop)",
+    "rl/rollout_presets_test.py::TestTrainerDefaultResolution":
+        "resolves through rl.train.Config (the chz training loop)",
     "rl/termination_reward_test.py::TestTrainerWiring": "inspects rl.train's call sites (the chz training loop)",
     "exceptions_test.py::test_sandbox_terminated_error_is_sandbox_error":
-        "checks tinker_cookbook.sandbox's own class (not mirrored: llm_gym.sandbox is ours) against llm_gym's SandboxError",
+        "checks tinker_cookbook.sandbox's own class (not mirrored: llm_gym.sandbox is ours) against llm_gym's "
+        "SandboxError",
 }
 
 # The measured pass rate (passed / in scope), less ~2 points for tests that may flip with load;

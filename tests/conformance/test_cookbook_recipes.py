@@ -540,4 +540,6 @@ def test_port_source_rules():
         "z = tinker.ServiceClient",
         'patch("llm_gym.rl.rollouts.x")',
     ]
-    assert port_source("import tinker\nm = tinker.ModelInput").split("\n") == ["import llm_gym", "m = llm_gym.ModelInput"]
+    assert port_source("import tinker\nm = tinker.ModelInput").split("\n") == [
+        "import llm_gym", "m = llm_gym.ModelInput"
+    ]

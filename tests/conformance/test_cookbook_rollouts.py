@@ -6,10 +6,10 @@ The group is written once against each library's own `Env` / `EnvGroupBuilder` /
 `make_envs` that raises, a grader (`compute_group_rewards`) that raises, a group that ends below
 `MinViableGroup`'s floor. Each env sleeps a slot-specific time before answering, on an event loop
 whose clock is virtual (`run`: time moves only while every task waits), so completion order is
-fixed by the sleeps alone, however loaded the machine (no timing is asserted). For each case the test compares what each side
-returns or raises, the order of the trajectories (by the env's tag), the rewards and the
-`RolloutError` records. The cases where we deliberately differ are asserted as such, with the
-reason (see `llm_gym/rl/rollout_strategy.py`'s table).
+fixed by the sleeps alone, however loaded the machine (no timing is asserted). For each case the
+test compares what each side returns or raises, the order of the trajectories (by the env's tag),
+the rewards and the `RolloutError` records. The cases where we deliberately differ are asserted as
+such, with the reason (see `llm_gym/rl/rollout_strategy.py`'s list of deliberate differences).
 """
 
 from __future__ import annotations

@@ -149,8 +149,8 @@ def sft_examples_from_source(
                     "too small to hold out a validation set; lower eval_problems or pass eval_fn"
                 )
             env = source.make_env(rng)
-        convo = getattr(env, "conversation", None)
-        reference = getattr(env, "get_reference_response", None)
+        convo: Callable[..., Any] | None = getattr(env, "conversation", None)
+        reference: Callable[..., Any] | None = getattr(env, "get_reference_response", None)
         if not (callable(convo) and callable(reference)):
             raise TypeError(
                 f"{type(env).__name__} has no conversation()/get_reference_response(); SFT "
@@ -303,7 +303,7 @@ def collate_supervised(
     return {
         "input_ids": pad(ids, padding_value=pad_token_id, padding_side="right").to(device),
         "attention_mask": pad(masks, padding_value=0, padding_side="right").to(device),
-        "loss_weights": pad(weights, padding_value=0.0, padding_side="right").to(device),
+        "loss_weights": pad(weights, padding_value=0, padding_side="right").to(device),  # fills 0.0 (float32)
     }
 
 

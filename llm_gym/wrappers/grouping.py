@@ -16,7 +16,7 @@ from __future__ import annotations
 import inspect
 import os
 import threading
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Sequence, cast
 
 import gymnasium as gym
 import numpy as np
@@ -129,8 +129,8 @@ def _mark_reset(env: gym.Env) -> None:
     """Tell the order-enforcing wrapper above an async-reset `TextEnv` that a reset happened, so
     a later synchronous `step` through the wrapper chain is not refused."""
     while isinstance(env, gym.Wrapper):
-        if hasattr(env, "_has_reset"):
-            env._has_reset = True
+        if hasattr(env, "_has_reset"):  # OrderEnforcing's private flag; not in the Wrapper type
+            setattr(env, "_has_reset", True)
         env = env.env
 
 
@@ -172,6 +172,9 @@ class GymEnvAdapter(Env):
                 "already serve another group); call make_envs() again for new episodes"
             )
 
+    def _stop_copy(self) -> StopCondition:
+        return cast(StopCondition, list(self._stop))  # a copy, of the same kind (str or int)
+
     def _default_stop(self) -> StopCondition:
         tokenizer = getattr(self.gym_env.unwrapped, "tokenizer", None)
         eos = getattr(tokenizer, "eos_token_id", None)
@@ -192,8 +195,8 @@ class GymEnvAdapter(Env):
         else:
             obs, info = self.gym_env.reset(seed=seed, options=self.options)
         stop = info.get("stop_condition") if isinstance(info, dict) else None
-        self._stop = list(stop) if stop is not None else self._default_stop()
-        return ModelInput.from_ints(_obs_to_ints(obs)), list(self._stop)
+        self._stop = cast(StopCondition, list(stop)) if stop is not None else self._default_stop()
+        return ModelInput.from_ints(_obs_to_ints(obs)), self._stop_copy()
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         self._check_live()
@@ -208,13 +211,13 @@ class GymEnvAdapter(Env):
             obs, reward, terminated, truncated, info = self.gym_env.step(gym_action)
         info = info if isinstance(info, dict) else {}
         if info.get("stop_condition") is not None:
-            self._stop = list(info["stop_condition"])
+            self._stop = cast(StopCondition, list(info["stop_condition"]))
         logs = {"text": info["text"]} if isinstance(info.get("text"), str) else {}
         return StepResult(
             reward=float(reward),
             episode_done=bool(terminated or truncated),
             next_observation=ModelInput.from_ints(_obs_to_ints(obs)),
-            next_stop_condition=list(self._stop),
+            next_stop_condition=self._stop_copy(),
             metrics=_numeric_metrics(info.get("metrics")),
             logs=logs,
         )

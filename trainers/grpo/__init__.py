@@ -7,9 +7,13 @@ when their names are first used, so `import trainers.grpo` is cheap.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainers.grpo.config import ConfigError, GRPOConfig
+
+if TYPE_CHECKING:  # what the lazy names below are, for type checkers (no import at run time)
+    from trainers.grpo.losses import LOSSES, policy_loss
+    from trainers.grpo.trainer import train
 
 __all__ = ["ConfigError", "GRPOConfig", "LOSSES", "train", "policy_loss"]
 

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -81,8 +81,9 @@ def save_checkpoint(
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp_step_{step:06d}_", dir=ckpt_root))
     try:
         torch.save(model.state_dict(), tmp / "model_state.pt")
-        if hasattr(model, "save_pretrained"):
-            model.save_pretrained(tmp / "model")
+        if hasattr(model, "save_pretrained"):  # a Hugging Face / PEFT model (not in nn.Module's type)
+            save_pretrained: Callable[..., Any] = getattr(model, "save_pretrained")
+            save_pretrained(tmp / "model")
         torch.save(
             {
                 "step": step,

@@ -23,7 +23,7 @@ import difflib
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from trainers.grpo.config import ConfigError, GRPOConfig
 
@@ -435,7 +435,7 @@ def first_gold_case(source: Any) -> Any:
     """The gold `ScriptedCase` the SFT warm start plays: the first one that needs no knobs of its
     own (so its episodes are the configured env's), else the first gold case; None without one
     (or for an object that is not an `EnvSource`)."""
-    cases = getattr(source, "scripted_cases", None)
+    cases: Callable[..., Any] | None = getattr(source, "scripted_cases", None)
     if not callable(cases):
         return None
     gold = [c for c in cases() if getattr(c, "kind", None) == "gold"]

@@ -56,7 +56,8 @@ class MetricsLogger:
             self._tb = SummaryWriter(str(Path(run_dir) / "tb"))
         if wandb_project:
             try:
-                import wandb
+                # optional dependency (`pip install wandb`), not installed in the dev venv
+                import wandb  # pyright: ignore[reportMissingImports]
             except ImportError as exc:
                 raise ImportError(
                     "--wandb-project needs Weights & Biases: `pip install wandb` (or drop the flag)"

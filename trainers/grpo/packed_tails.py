@@ -160,12 +160,15 @@ def _packed_attention(module, query, key, value, attention_mask, scaling, dropou
         return _pack(out, layout.flat_index)[None], None
 
     # The prefixes: causal attention inside each, in a [C, S] layout.
+    prefix_index, prefix_causal, prefix_allowed = layout.prefix_index, layout.prefix_causal, layout.prefix_allowed
+    # prefix tokens (n_pre > 0) exist only in a layout with prefixes, which sets all three
+    assert prefix_index is not None and prefix_causal is not None and prefix_allowed is not None
     c, s_width = layout.prefixes, layout.prefix_width
-    qp = _unpack(q_all[:n_pre], layout.prefix_index, c, s_width)
-    kp = _unpack(k_all[:n_pre], layout.prefix_index, c, s_width)
-    vp = _unpack(v_all[:n_pre], layout.prefix_index, c, s_width)
-    self_p = _masked(torch.matmul(qp, kp.transpose(-1, -2)) * scaling, layout.prefix_causal)
-    out_p = _pack(torch.matmul(softmax(self_p), vp), layout.prefix_index)
+    qp = _unpack(q_all[:n_pre], prefix_index, c, s_width)
+    kp = _unpack(k_all[:n_pre], prefix_index, c, s_width)
+    vp = _unpack(v_all[:n_pre], prefix_index, c, s_width)
+    self_p = _masked(torch.matmul(qp, kp.transpose(-1, -2)) * scaling, prefix_causal)
+    out_p = _pack(torch.matmul(softmax(self_p), vp), prefix_index)
 
     # The rows: their prefix's keys and their own earlier tokens, in one softmax.
     if layout.group_size:
@@ -174,7 +177,7 @@ def _packed_attention(module, query, key, value, attention_mask, scaling, dropou
         pre = pre.reshape(rows, heads, width, s_width)
     else:
         pre = torch.matmul(q, kp[layout.prefix_of_row].transpose(-1, -2))
-    pre = _masked(pre * scaling, layout.prefix_allowed)
+    pre = _masked(pre * scaling, prefix_allowed)
     p_pre, p_own = softmax(torch.cat([pre, own], dim=-1)).split([s_width, width], dim=-1)
     out = torch.matmul(p_own, v)
     if layout.group_size:

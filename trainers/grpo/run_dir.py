@@ -16,7 +16,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from trainers.grpo.checkpoint import checkpoint_step, clean_leftovers, latest_intact_checkpoint
 from trainers.grpo.config import ConfigError, GRPOConfig
@@ -169,7 +169,7 @@ def decided_on_main(accelerator, decide: Callable[[], RunPlan]) -> RunPlan:
         from accelerate.utils import broadcast_object_list
 
         broadcast_object_list(outcome)
-    kind, value = outcome[0]
+    kind, value = cast("tuple[str, Any]", outcome[0])  # ("plan", RunPlan), ("error", ConfigError), ("crash", str)
     if failure is not None:
         raise failure
     if kind == "error":

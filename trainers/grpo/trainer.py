@@ -38,7 +38,7 @@ import shlex
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, cast
 
 import numpy as np
 import torch
@@ -81,6 +81,9 @@ from trainers.grpo.shared_prefix import (
     split_by_tokens,
     supports_shared_prefix,
 )
+
+if TYPE_CHECKING:
+    from llm_gym.rl.data_processing import AdvantageScale
 
 EVAL_SEED = 1234  # evaluations of every run (any --seed) use the same held-out problems
 
@@ -135,8 +138,9 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     correct = [episode_correct(t) for g in groups for t in g.trajectories_G]
     n_tokens = [sum(len(tr.ac.tokens) for tr in t.transitions) for g in groups for t in g.trajectories_G]
     # within-group reward spread (NaN-padded for groups that lost rollouts): 0 means no signal
+    nan: Any = float("nan")  # TRL's `pad` annotates its fill as int; its torch.full takes any number
     rewards_PG = pad([torch.tensor(g.get_total_rewards(), dtype=torch.float32) for g in groups],
-                     float("nan")) if groups else torch.zeros(0, 1)
+                     nan) if groups else torch.zeros(0, 1)
     std_P = nanstd(rewards_PG, dim=1) if len(groups) else torch.zeros(0)
     return {
         "group_std_sum": float(torch.nan_to_num(std_P).sum()),
@@ -275,6 +279,7 @@ def _add_packed_layout(mb: MicroBatch, tokens: list[list[int]], rows: _Ragged, p
     ids = rows.gather(tokens, np.int64)
     positions = rows.start[rows.row_of] + rows.column
     if plan is not None:
+        assert prefixes is not None  # `collate` builds the prefixes' layout with every plan
         of_row = np.asarray(plan.prefix_of_row, dtype=np.int64)
         groups = len(plan.prefixes)
         layout.prefixes, layout.prefix_width = groups, prefixes.width
@@ -352,6 +357,7 @@ def _packed_token_logprobs(model, mb: MicroBatch, temperature: float):
     from trainers.grpo import packed_tails
 
     layout = mb.layout
+    assert mb.packed_ids is not None and mb.packed_positions is not None  # set with every layout
     logits_N = packed_tails.packed_logits(model, mb.packed_ids, mb.packed_positions, layout).float()
     flat = layout.flat_index
     targets_N = mb.target_tokens.reshape(-1)[flat]
@@ -366,6 +372,7 @@ def _padded_token_logprobs(model, mb: MicroBatch, temperature: float):
     if mb.prefix_ids is None:
         logits = model(input_ids=mb.input_ids, attention_mask=mb.attention_mask).logits
     else:
+        assert mb.prefix_of_row is not None and mb.position_ids is not None  # set with prefix_ids
         logits = shared_prefix_logits(model, mb.prefix_ids, mb.prefix_of_row, mb.input_ids,
                                       mb.attention_mask, mb.position_ids)
     logits = logits.float()
@@ -449,14 +456,16 @@ def micro_batches(data: Sequence[Datum], size: int, share_prefix: bool,
     datums with the same untrained prefix) is not split across micro-batches where it fits in one,
     so its prompt is computed once."""
     tokens = [d.model_input.to_ints() for d in data]
+    keys: Sequence[Any]
     if share_prefix:
-        keys = [prefix_key(t, d.loss_fn_inputs["mask"]) for t, d in zip(tokens, data)]
-        batches = pack_micro_batches(keys, size)
+        prefix_keys = [prefix_key(t, d.loss_fn_inputs["mask"]) for t, d in zip(tokens, data)]
+        keys, shared = prefix_keys, [len(k) for k in prefix_keys]
+        batches = pack_micro_batches(prefix_keys, size)
     else:
         keys = list(range(len(data)))  # nothing shared: every row costs its full length
+        shared = [0] * len(keys)
         batches = [list(range(i, min(i + size, len(data)))) for i in range(0, len(data), size)]
-    batches = split_by_tokens(batches, [len(t) for t in tokens], keys,
-                              [len(k) if share_prefix else 0 for k in keys], max_tokens)
+    batches = split_by_tokens(batches, [len(t) for t in tokens], keys, shared, max_tokens)
     return [[data[i] for i in idx] for idx in batches]
 
 
@@ -812,13 +821,16 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         # 2. advantages and datums
         if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
             groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
-        advantages = compute_advantages(groups, cfg.loss, cfg.advantage_scale)
+        # GRPOConfig checked advantage_scale against ADVANTAGE_SCALES (the AdvantageScale literals)
+        advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale))
         data, _ = assemble_training_data(groups, advantages)
 
         # 3. forward/backward over micro-batches, then one optimizer step
         fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
         grad_norm = accelerator.clip_grad_norm_(
             model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
+        # accelerate returns None only on its DeepSpeed path without a norm, where float() failed as well
+        assert grad_norm is not None, "accelerator.clip_grad_norm_ returned no gradient norm"
         if fb["datums"] == 0:  # an empty batch (a global count, so every rank agrees): its
             optimizer.zero_grad(set_to_none=True)  # gradient is all zeros, on which Adam's
         optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
@@ -830,10 +842,10 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
 
         # 4. metrics
-        totals = accelerator.reduce(torch.tensor(
+        totals = cast(torch.Tensor, accelerator.reduce(torch.tensor(
             [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
              stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
-            dtype=torch.float64, device=accelerator.device), "sum").tolist()
+            dtype=torch.float64, device=accelerator.device), "sum")).tolist()
         step_seconds = time.monotonic() - t0
         step_metrics = {
             "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
@@ -861,9 +873,9 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             step_metrics.update({"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
             last_eval = ev["accuracy"]
         logger.log(done, step_metrics)
+        eval_postfix: dict[str, Any] = {} if last_eval is None else {"eval": f"{last_eval:.2f}"}
         bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
-                        **({} if last_eval is None else {"eval": f"{last_eval:.2f}"}),
-                        loss=f"{fb['loss']:.3f}")
+                        **eval_postfix, loss=f"{fb['loss']:.3f}")
         if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
             _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
                   elapsed())
@@ -937,7 +949,8 @@ def run_sft(cfg: GRPOConfig, model, accelerator) -> dict[str, Any]:
     result = sft_warm_start(
         model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, source=run_env(cfg).source("train"),
         max_steps=cfg.sft_steps,
-        batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=tuple(cfg.sft_target_band),
+        batch_size=cfg.sft_batch_size, lr=cfg.sft_lr,
+        target_band=cast("tuple[float, float]", tuple(cfg.sft_target_band)),  # GRPOConfig checked: 2 long
         eval_max_tokens=cfg.max_tokens, seed=cfg.seed, device=accelerator.device,
         progress=cfg.progress and accelerator.is_main_process,
         eval_problems=min(cfg.eval_problems, 128),  # the validation checks: no larger than the evals

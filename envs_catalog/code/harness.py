@@ -34,11 +34,11 @@ the sandbox's stdout anyway (bwrap's pid 1 holds it, and the sandbox's uid may p
 process), reads the judge's line off the pipe, kills or stops the judge: without the key it can
 only suppress or corrupt a verdict, never produce one that verifies. (This rests on the kernel's
 ptrace rule that a non-dumpable process is off limits to a tracer without CAP_SYS_PTRACE in its
-user namespace; tests/envs_catalog/code/test_code_envs.py probes it on every backend.) The host accepts a run only when it
-ended on its own with exit status 0 and carries exactly one verified verdict; anything else scores
-as no tests passed (`Verdict.status` says why). For PyFunc the judge does not even compare: it
-reports the raw return values and the host compares them with expected outputs computed by the
-trusted reference, which never enter the sandbox.
+user namespace; tests/envs_catalog/code/test_code_envs.py probes it on every backend.) The host
+accepts a run only when it ended on its own with exit status 0 and carries exactly one verified
+verdict; anything else scores as no tests passed (`Verdict.status` says why). For PyFunc the
+judge does not even compare: it reports the raw return values and the host compares them with
+expected outputs computed by the trusted reference, which never enter the sandbox.
 
 Runs go through one `SandboxPool` per process and backend (`shared_pool`, bounded by
 `$LLM_GYM_CODE_CONCURRENCY` or the CPU count); each run is a fresh sandbox that is gone when `grade`

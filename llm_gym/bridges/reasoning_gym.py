@@ -43,7 +43,7 @@ from llm_gym.bridges import REASONING_GYM
 from llm_gym.bridges._example import LazyCard, message
 from llm_gym.wrappers.from_text import _PrivateGlobalRNG
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.bounded import BoundedCall, acall_bounded
+from llm_gym.grading.bounded import BoundedCall, acall_bounded, call_bounded
 from llm_gym.grading.final import HEDGE
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer, get_text_content
@@ -51,7 +51,7 @@ from llm_gym.rl import ProblemEnv
 from llm_gym.rl.types import Action, ActionExtra, StepResult
 from llm_gym.scripted import ScriptedCase
 
-__all__ = ["ReasoningGymEnv", "ReasoningGymSource", "dataset_card", "split_of_question"]
+__all__ = ["ItemTimeout", "ReasoningGymEnv", "ReasoningGymSource", "dataset_card", "split_of_question"]
 
 DEFAULT_SIZE = 10_000
 SPLIT_SEEDS = {"train": 0, "test": 2**31}
@@ -130,6 +130,11 @@ def dataset_card(dataset: str, format_coef: float = 0.1) -> EnvCard:
 
 _MAX_SPLIT_TRIES = 256  # consecutive items looked at for one of the split's own
 _MAX_CACHED_ENTRIES = 256  # items kept per source (see ReasoningGymSource.entry)
+_ITEM_TIMEOUT_S = 30.0  # an item's generation; the normal ones take milliseconds to a second
+
+
+class ItemTimeout(RuntimeError):
+    """A reasoning-gym generator ran past `_ITEM_TIMEOUT_S` on one item (an upstream hang)."""
 
 
 def split_of_question(question: str) -> str:
@@ -334,7 +339,7 @@ class ReasoningGymSource(EnvSource):
         self.format_coef = float(format_coef)
         self.grader_timeout_s = grader_timeout_s
         self.dataset = _dataset(dataset, config, SPLIT_SEEDS[split], size)
-        self._entries: OrderedDict[int, dict] = OrderedDict()
+        self._entries: OrderedDict[int, dict | ItemTimeout] = OrderedDict()
         self._dataset_key = json.dumps([dataset, config, SPLIT_SEEDS[split], size], sort_keys=True,
                                        default=repr)
 
@@ -369,7 +374,8 @@ class ReasoningGymSource(EnvSource):
         module, so the same item would otherwise differ from call to call. The last
         `_MAX_CACHED_ENTRIES` items are kept (a copy is handed out): the G episodes of a GRPO
         group, and `llm-gym check`'s replays, ask for the same item again, and some generators
-        take a second per item (futoshiki)."""
+        take a second per item (futoshiki). Raises `ItemTimeout` for an item whose generator
+        hangs (see `_make_entry`)."""
         cached = self._entries.get(index)
         if cached is None:
             cached = self._entries[index] = self._make_entry(index)
@@ -377,22 +383,38 @@ class ReasoningGymSource(EnvSource):
                 self._entries.popitem(last=False)
         else:
             self._entries.move_to_end(index)
+        if isinstance(cached, ItemTimeout):  # remembered: the same index hangs every time
+            raise cached
         return copy.deepcopy(cached)
 
-    def _make_entry(self, index: int) -> dict:
+    def _make_entry(self, index: int) -> dict | ItemTimeout:
+        """The item, generated within `_ITEM_TIMEOUT_S` (an `ItemTimeout` when it ran past: a few
+        generators loop forever on some indices -- maze's test split at index 658 draws a start
+        cell in a maze without one); the generator's own exceptions propagate."""
         # A generator's own deprecation notices (codeio's items call numpy.trapz) are upstream's
         # business, not the user's: they would fail Gymnasium's check_env on a warning.
         with _PrivateGlobalRNG(SPLIT_SEEDS[self.split] + index).active(), warnings.catch_warnings():
             warnings.simplefilter("ignore", DeprecationWarning)
-            return self.dataset[index]
+            outcome = call_bounded(self.dataset.__getitem__, index, timeout_s=_ITEM_TIMEOUT_S,
+                                   inline_s=_ITEM_TIMEOUT_S)
+        if outcome.ok:
+            return outcome.value
+        if outcome.timed_out:
+            return ItemTimeout(f"rg/{self.dataset_name}-v0: reasoning-gym's generator ran past "
+                               f"{_ITEM_TIMEOUT_S:g} s on item {index} of split {self.split!r}")
+        raise outcome.exception or RuntimeError(outcome.error)
 
     def split_entry(self, start: int) -> dict:
         """The first item from index `start` on (wrapping around) whose question belongs to this
-        split (`split_of_question`); raises `ValueError` when none of the next few hundred does
-        (a dataset whose questions are all alike)."""
+        split (`split_of_question`), passing over items whose generator hangs (`ItemTimeout`);
+        raises `ValueError` when none of the next few hundred does (a dataset whose questions are
+        all alike)."""
         tries = min(self.size, _MAX_SPLIT_TRIES)
         for k in range(tries):
-            entry = self.entry((start + k) % self.size)
+            try:
+                entry = self.entry((start + k) % self.size)
+            except ItemTimeout:
+                continue
             if split_of_question(str(entry["question"])) == self.split:
                 return entry
         raise ValueError(

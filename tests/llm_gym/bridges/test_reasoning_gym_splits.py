@@ -72,3 +72,31 @@ def test_items_are_kept_a_while_and_handed_out_as_copies():
     for index in range(bridge._MAX_CACHED_ENTRIES + 10):
         source.entry(index)
     assert len(source._entries) == bridge._MAX_CACHED_ENTRIES  # bounded
+
+
+def test_an_item_whose_generator_hangs_is_passed_over_and_remembered(monkeypatch):
+    """reasoning-gym's maze loops forever on index 658 of its test split: such an item is cut off,
+    the split takes the next one, and the index is not generated again."""
+    from llm_gym.bridges import reasoning_gym as bridge
+
+    monkeypatch.setattr(bridge, "_ITEM_TIMEOUT_S", 0.5)
+    source = ReasoningGymSource(renderer=RENDERER, split="train", **SMALL)
+    real = source.dataset
+    calls = []
+
+    class Hangs:
+        def __getitem__(self, index):
+            calls.append(index)
+            while index == 3:
+                pass
+            return real[index]
+
+    source.dataset = Hangs()
+    with pytest.raises(bridge.ItemTimeout, match="ran past 0.5 s on item 3"):
+        source.entry(3)
+    with pytest.raises(bridge.ItemTimeout):
+        source.entry(3)
+    assert calls.count(3) == 1  # remembered
+    entry = source.split_entry(3)
+    assert split_of_question(str(entry["question"])) == "train"
+    assert entry == ReasoningGymSource(renderer=RENDERER, split="train", **SMALL).split_entry(4)

@@ -1,5 +1,6 @@
-# make test     — create .venv (the one user environment, `.[all,dev]`), run the fast suite of every
-#                 package: a few minutes on 2 cores once installed (installs ~2 min with a warm pip cache)
+# make test     — create .venv (the one user environment, `.[all,dev]`), run `make lint` (ruff, pyright)
+#                 and the fast suite of every package: a few minutes on 2 cores once installed
+#                 (installs ~2 min with a warm pip cache)
 # make test-all — everything, as CI runs it (.ci/run): the fast suite, the slow tests that train for
 #                 real, and the test-only venvs for oracles whose pins conflict with [all]: ~30 min
 # make train    — same setup as test, then `llm-gym train` (tiny model, llm/Math-v0, SFT warm start + GRPO)
@@ -27,7 +28,7 @@ PYTEST := -m pytest -q -p no:cacheprovider
 # .venv has [all]: a bridged package missing there is a broken install, so its tests fail, not skip.
 MAIN_ENV := LLM_GYM_REQUIRE_BRIDGES=1
 
-.PHONY: test test-all test-slow test-cookbook test-adapters test-textworld test-vllm sandbox-deps \
+.PHONY: test lint test-all test-slow test-cookbook test-adapters test-textworld test-vllm sandbox-deps \
 	train install bench bench-env clean
 
 $(VENV)/.installed: pyproject.toml scripts/install_torch.py
@@ -39,10 +40,16 @@ $(VENV)/.installed: pyproject.toml scripts/install_torch.py
 
 install: $(VENV)/.installed
 
-test: $(VENV)/.installed sandbox-deps
+test: $(VENV)/.installed sandbox-deps lint
 	@echo "make test: the fast suite (pytest -m 'not slow', 2 workers) in $(VENV): ~4 min on 2 cores;" \
 	      "make test-all runs everything (~30 min)"
 	$(MAIN_ENV) $(PY) $(PYTEST) -n 2 -m "not slow" $(PYTEST_ARGS)
+
+# ruff (E, F, W) over the code and the tests, then pyright (basic) over the three packages: the
+# settings are pyproject.toml's [tool.ruff] / [tool.pyright]; both are pinned in the dev extra.
+lint: $(VENV)/.installed
+	$(PY) -m ruff check llm_gym envs_catalog trainers tests scripts benchmarks
+	$(PY) -m pyright
 
 # Everything CI runs. `make test test-all` (what .ci/run calls) runs the fast suite once.
 test-all: test test-slow test-cookbook test-adapters test-textworld test-vllm

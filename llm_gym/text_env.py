@@ -20,16 +20,19 @@ import os
 import threading
 import weakref
 from collections.abc import Coroutine
-from typing import Any, Sequence, TypeVar
+from typing import Any, Sequence, TypeVar, cast
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.utils import seeding
 
 from llm_gym.completers import StopCondition
 from llm_gym.env_source import EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer, get_renderer
-from llm_gym.rl.types import Env, Metrics, StepResult, Trajectory, release_env
+from llm_gym.rl.types import (
+    Env, InitialObservationOverflow, Metrics, Observation, StepResult, Trajectory, release_env,
+)
 from llm_gym.spaces import DEFAULT_SAMPLE_MAX_LENGTH, TokenSequence
 from llm_gym.tokenizers import load_tokenizer, vocab_size_of
 
@@ -75,7 +78,7 @@ def seeded_np_random(
     non-int seeds) go through `gymnasium.utils.seeding.np_random` unchanged.
     """
     if type(seed) is not int or seed < 0:
-        return gym.utils.seeding.np_random(seed)
+        return seeding.np_random(seed)
     x = seed
     if x > _M64:  # fold big ints, 64 bits at a time, on a path of their own
         h = _GOLDEN
@@ -86,7 +89,7 @@ def seeded_np_random(
     hi = _mix64(x + _GOLDEN & _M64)
     lo = _mix64(hi + _GOLDEN & _M64)
     inc = _mix64(x + 2 * _GOLDEN & _M64)
-    state = {
+    state: Any = {  # numpy's stubs type it as a private TypedDict
         "bit_generator": "PCG64",
         "state": {"state": hi << 64 | lo, "inc": inc << 1 | 1},  # the increment must be odd
         "has_uint32": 0,
@@ -159,6 +162,12 @@ def resolve_source(source: str | type[EnvSource]) -> type[EnvSource]:
     return cls
 
 
+# asyncio's (C) accessors of the thread's running loop, bound once: run_coroutine runs twice per
+# reset+step.
+_get_running_loop = asyncio.events._get_running_loop
+_set_running_loop = asyncio.events._set_running_loop
+
+
 def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any = None) -> _T:
     """Run `coro` to completion from synchronous code, cheaply.
 
@@ -173,12 +182,17 @@ def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any = None) -> _T
     one loop per thread, however many envs, so file descriptors do not grow with the number of
     envs (a private loop per env once held ~1,400 fds in a default training pool).
     """
-    loop = loop_factory() if loop_factory is not None else thread_loop()
+    if loop_factory is not None:
+        loop = loop_factory()
+    else:  # thread_loop(), inlined for the common case of a live loop
+        loop = _thread_loops.loop
+        if loop is None or loop.is_closed():
+            loop = thread_loop()
     temporary = None
     if loop.is_running():  # re-entered from a coroutine this loop is running: a loop of its own
         loop = temporary = asyncio.new_event_loop()
-    outer = asyncio.events._get_running_loop()
-    asyncio.events._set_running_loop(loop)
+    outer = _get_running_loop()
+    _set_running_loop(loop)
     try:
         yielded = coro.send(None)
     except StopIteration as stop:
@@ -191,7 +205,7 @@ def run_coroutine(coro: Coroutine[Any, Any, _T], loop_factory: Any = None) -> _T
             temporary.close()
         raise
     finally:
-        asyncio.events._set_running_loop(outer)
+        _set_running_loop(outer)
     finish = _finish_suspended(coro, yielded)
     try:
         if outer is None:
@@ -318,6 +332,9 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    # Token sequences are int64 arrays; Gymnasium types `Sequence`'s elements as tuples.
+    observation_space: TokenSequence
+    action_space: TokenSequence
 
     def __init__(
         self,
@@ -359,9 +376,6 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self._metric_sums: dict[str, float] = {}
         self._metric_counts: dict[str, int] = {}
         self._transcript: list[int] = []
-        # (prompt ModelInput, its text, its read-only array) of the last reset; older prompts
-        # are found in the module-level `_prompt_memo` (see `_finish_reset`).
-        self._last_prompt: tuple[ModelInput, str, np.ndarray] | None = None
         # The last observation (its ModelInput and a private read-only int64 array of it) and
         # the episode's growable token buffer: an observation that extends the previous one
         # (see `_observation_array`) converts only its new tokens into the buffer.
@@ -380,7 +394,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
     @property
     def stop_condition(self) -> StopCondition:
         """Where the policy should stop sampling for the next action."""
-        return list(self._stop)
+        return cast(StopCondition, list(self._stop))
 
     @property
     def reward_range(self) -> tuple[float, float]:
@@ -399,16 +413,14 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         """Start an episode on a task drawn from `self.np_random`; return `(prompt tokens, info)`.
         No `options` are defined (an unknown key raises `ValueError`)."""
         env = self._begin_reset(seed, options)
-        ob, stop = self._run(env.initial_observation())
-        return self._finish_reset(ob, stop)
+        return self._finish_reset(run_coroutine(env.initial_observation()))
 
     async def areset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[np.ndarray, dict[str, Any]]:
         """`reset` for async code: awaits the episode's `initial_observation` directly."""
         env = self._begin_reset(seed, options)
-        ob, stop = await env.initial_observation()
-        return self._finish_reset(ob, stop)
+        return self._finish_reset(await env.initial_observation())
 
     def _begin_reset(self, seed: int | None, options: dict[str, Any] | None) -> Env:
         if options:
@@ -432,29 +444,36 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         self._env = env  # usable once its initial observation is in (_finish_reset)
         return env
 
-    def _finish_reset(self, ob: ModelInput, stop: StopCondition) -> tuple[np.ndarray, dict[str, Any]]:
-        memo = self._last_prompt
-        if memo is None or memo[0] is not ob:
-            # Sources that hand out cached prompt objects (fixed game intros, per-task prompt
-            # caches shared by every env made by name) get the text and array from a
-            # process-wide memo keyed by object identity: an entry holds its prompt object, so
-            # the id cannot be reused while the entry exists; the tokenizer is part of the key.
-            tokenizer = self.tokenizer
-            key = (id(ob), id(tokenizer))
-            entry = _prompt_memo.get(key)
-            if entry is None or entry[0] is not ob or entry[3] is not tokenizer:
-                tokens = ob.to_ints()
-                array = _int64_array(tokens)
-                array.flags.writeable = False  # shared: callers get copies
-                entry = (ob, self._decode(tokens), array, tokenizer)
-                _remember_prompt(key, entry)
-            memo = self._last_prompt = entry[:3]
-        _, text, array = memo
+    def _finish_reset(
+        self, first: tuple[Observation, StopCondition] | InitialObservationOverflow
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if isinstance(first, InitialObservationOverflow):
+            # The rollout loop turns it into an empty, finished episode; reset cannot.
+            raise RuntimeError(
+                f"{self.source_cls.__name__}'s episode has no first observation to return (its "
+                "initial_observation returned InitialObservationOverflow: the prompt is over its "
+                "token budget, or the episode ended before its first turn); call reset() again "
+                "with another seed, or roll it out with llm_gym.rl"
+            )
+        ob, stop = first
+        # Sources that hand out cached prompt objects (fixed game intros, per-task prompt caches
+        # shared by every env made by name) get the text and array from a process-wide memo
+        # keyed by object identity: an entry holds its prompt object, so the id cannot be reused
+        # while the entry exists.
+        tokenizer = self.tokenizer
+        entry = _prompt_memo.get(id(ob))
+        if entry is None or entry[0] is not ob or entry[1] is not tokenizer:
+            tokens = ob.to_ints()
+            array = _int64_array(tokens)
+            array.flags.writeable = False  # shared: callers get copies
+            entry = (ob, tokenizer, tokenizer.decode(tokens, skip_special_tokens=False), array)
+            _remember_prompt(entry)
+        _, _, text, array = entry
         self._obs_ob, self._obs_arr = ob, array
         self._obs_buf, self._obs_buf_len = None, 0  # views of the last episode's buffer stay valid
         if self.render_mode == "ansi":  # the transcript exists only to be rendered
             self._transcript = array.tolist()
-        self._stop = list(stop)
+        self._stop = cast(StopCondition, list(stop))
         self._turn = 0
         self._return = 0.0
         self._metric_sums, self._metric_counts = {}, {}
@@ -467,7 +486,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         """Feed one sampled action (token ids) to the episode; see the class docstring."""
         env, tokens = self._begin_step(action)
         try:
-            result = self._run(env.step(tokens))
+            result = run_coroutine(env.step(tokens))
         except Exception as exc:
             self._fail(exc, tokens)
             raise
@@ -508,7 +527,11 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         terminated = bool(result.episode_done)
         limit = self.turn_limit
         truncated = not terminated and limit is not None and turn >= limit
-        valid = _valid_ids(tokens, self.vocab_size)
+        vocab_size = self.vocab_size  # ids outside the vocabulary are left out of the text
+        if tokens and (min(tokens) < 0 or max(tokens) >= vocab_size):
+            valid = [t for t in tokens if 0 <= t < vocab_size]
+        else:  # the common case: two C-level passes
+            valid = tokens
         ob = result.next_observation
         next_tokens = ob.tokens if type(ob) is ModelInput else ob.to_ints()  # ints, validated
         if self.render_mode == "ansi":
@@ -518,27 +541,30 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         else:  # the usual last step: nothing to convert or remember
             self._obs_ob, self._obs_arr = None, _EMPTY_OBS
             array = np.empty(0, dtype=np.int64)
-        stop = self._stop = list(result.next_stop_condition)
+        stop = self._stop = cast(StopCondition, list(result.next_stop_condition))
         metrics = dict(result.metrics)
-        sums, counts = self._metric_sums, self._metric_counts
-        for key, value in metrics.items():
-            kind = type(value)
-            if kind is float or kind is int or (
-                kind is not bool and isinstance(value, _NUMBER_TYPES)
-            ):
-                sums[key] = sums.get(key, 0.0) + float(value)
-                counts[key] = counts.get(key, 0) + 1
+        done = terminated or truncated
+        if done and turn == 1:
+            # A one-step episode (every single-turn env): each numeric metric's mean is its value,
+            # computed as the sums below would (0.0 + value, divided by a count of 1).
+            episode = {k: 0.0 + float(v) for k, v in metrics.items() if _is_number(v)}
+        else:
+            sums, counts = self._metric_sums, self._metric_counts
+            for key, value in metrics.items():
+                if _is_number(value):
+                    sums[key] = sums.get(key, 0.0) + float(value)
+                    counts[key] = counts.get(key, 0) + 1
+            episode = {k: total / counts[k] for k, total in sums.items()} if done else None
         info: dict[str, Any] = {
-            "text": self._decode(valid),
+            "text": self.tokenizer.decode(valid, skip_special_tokens=False),
             "stop_condition": stop[:],
             "turn": turn,
             "metrics": metrics,
             "logs": dict(result.logs),
             "invalid_tokens": len(tokens) - len(valid),
         }
-        if terminated or truncated:
+        if episode is not None:
             self._done = True
-            episode = {k: total / counts[k] for k, total in sums.items()}
             episode["return"] = self._return
             episode["turns"] = turn
             episode["truncated"] = float(truncated)
@@ -600,9 +626,6 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         super().close()
 
     # --- helpers ----------------------------------------------------------------------------
-    def _run(self, coro: Coroutine[Any, Any, _T]) -> _T:
-        return run_coroutine(coro)
-
     def _decode(self, tokens: Sequence[int]) -> str:
         if type(tokens) is not list:
             tokens = list(tokens)
@@ -631,6 +654,8 @@ def _action_to_ids(action: Any) -> list[int]:
 
     Values are not range-checked here: out-of-vocabulary ids are model output and go to the env.
     """
+    if type(action) is list and set(map(type, action)) <= _JUST_INT:  # what samplers return
+        return action[:]
     if isinstance(action, (str, bytes)):
         raise TypeError(
             f"TextEnv actions are token ids, got {type(action).__name__} {action[:40]!r}; encode it "
@@ -673,20 +698,30 @@ _JUST_INT = {int}
 # Metric values averaged into episode_metrics (bools are not: isinstance(True, int) holds).
 _NUMBER_TYPES = (int, float, np.integer, np.floating)
 
-# (id(prompt ModelInput), id(tokenizer)) -> (prompt, its text, its read-only int64 array,
-# tokenizer); emptied when it holds more than _PROMPT_MEMO_TOKENS tokens (~20 MB at most).
-_prompt_memo: dict[tuple[int, int], tuple[ModelInput, str, np.ndarray, Any]] = {}
+
+def _is_number(value: Any) -> bool:
+    kind = type(value)
+    return kind is float or kind is int or (kind is not bool and isinstance(value, _NUMBER_TYPES))
+
+
+# id(prompt) -> (prompt, tokenizer, its text under that tokenizer, its read-only int64 array);
+# emptied when it holds more than _PROMPT_MEMO_TOKENS tokens (~20 MB at most). One entry per
+# prompt object: envs over another tokenizer (which never share a source's prompt objects) just
+# replace it.
+_PromptEntry = tuple[ModelInput, Any, str, np.ndarray]
+_prompt_memo: dict[int, _PromptEntry] = {}
 _PROMPT_MEMO_TOKENS = 1 << 20
 _prompt_memo_tokens = 0
 
 
-def _remember_prompt(key: tuple[int, int], entry: tuple[ModelInput, str, np.ndarray, Any]) -> None:
+def _remember_prompt(entry: _PromptEntry) -> None:
     global _prompt_memo_tokens
-    if _prompt_memo_tokens + len(entry[2]) > _PROMPT_MEMO_TOKENS:
+    size = len(entry[3])
+    if _prompt_memo_tokens + size > _PROMPT_MEMO_TOKENS:
         _prompt_memo.clear()  # rare; no iteration, so safe across threads
         _prompt_memo_tokens = 0
-    _prompt_memo[key] = entry
-    _prompt_memo_tokens += len(entry[2])
+    _prompt_memo[id(entry[0])] = entry
+    _prompt_memo_tokens += size
 
 _EMPTY_OBS = np.empty(0, dtype=np.int64)  # private: never returned
 _EMPTY_OBS.flags.writeable = False
@@ -703,10 +738,3 @@ def _int64_array(tokens: Sequence[int]) -> np.ndarray:
     the short sequences here; ids of 2**63 and more raise OverflowError, as `np.asarray` does)."""
     return np.fromiter(tokens, dtype=np.int64, count=len(tokens))
 
-
-def _valid_ids(tokens: list[int], vocab_size: int) -> list[int]:
-    """The ids of `tokens` (Python ints) inside `0..vocab_size-1`, in order; `tokens` itself when
-    all are (two C-level passes, the common case)."""
-    if not tokens or (min(tokens) >= 0 and max(tokens) < vocab_size):
-        return tokens
-    return [t for t in tokens if 0 <= t < vocab_size]

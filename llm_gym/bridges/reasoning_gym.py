@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_gym.authoring import hash_key
+from llm_gym.authoring import split_of
 from llm_gym.bridges import REASONING_GYM
 from llm_gym.bridges._example import LazyCard, message
 from llm_gym.wrappers.from_text import _PrivateGlobalRNG
@@ -140,7 +140,7 @@ class ItemTimeout(RuntimeError):
 def split_of_question(question: str) -> str:
     """The split an item belongs to, by its question: "test" for half of all questions (by a
     stable hash, the same in every process), "train" for the rest."""
-    return "test" if hash_key(question) % 2 == 0 else "train"
+    return split_of(question, modulus=2)
 
 
 _ANSWER_BLOCK = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)  # extract_answer's

@@ -68,7 +68,7 @@ _META_KEYS = {"turns", "max_episode_steps", "note"}
 _RG_DATASETS = [
     "ab", "acre", "advanced_geometry", "aiw", "arc_1d", "arc_agi", "base_conversion",
     "basic_arithmetic", "bf", "binary_alternation", "binary_matrix", "bitwise_arithmetic",
-    "boxnet", "caesar_cipher", "calendar_arithmetic", "chain_sum", "circuit_logic", "codeio",
+    "boxnet", "caesar_cipher", "calendar_arithmetic", "chain_sum", "circuit_logic",
     "color_cube_rotation", "complex_arithmetic", "count_bits", "count_primes", "countdown",
     "course_schedule", "cryptarithm", "decimal_arithmetic", "decimal_chain_sum", "dice",
     "emoji_mystery", "family_relationships", "figlet_font", "fraction_simplification",
@@ -91,6 +91,9 @@ _RG_SIZES: dict[str, int] = {}
 _RG_SKIPPED = {
     "composite": "a mixture of other datasets, configured by a list of dataset specs: make the "
     "member datasets instead",
+    "codeio": "its items exec code samples inside the caller's process while they are generated "
+    "(they write files into the working directory, print, warn, and could run anything): "
+    "untrusted code runs only in llm_gym.sandbox",
     "game_of_life_halting": "its score_answer gives full credit to any non-empty answer "
     "(bool(answer) == bool(expected)), so the reward cannot be trusted",
 }

@@ -391,10 +391,10 @@ class ReasoningGymSource(EnvSource):
         """The item, generated within `_ITEM_TIMEOUT_S` (an `ItemTimeout` when it ran past: a few
         generators loop forever on some indices -- maze's test split at index 658 draws a start
         cell in a maze without one); the generator's own exceptions propagate."""
-        # A generator's own deprecation notices (codeio's items call numpy.trapz) are upstream's
-        # business, not the user's: they would fail Gymnasium's check_env on a warning.
+        # Whatever a generator warns about (deprecations, numpy's floating-point notices) is
+        # upstream's business, not the user's, and would fail Gymnasium's check_env.
         with _PrivateGlobalRNG(SPLIT_SEEDS[self.split] + index).active(), warnings.catch_warnings():
-            warnings.simplefilter("ignore", DeprecationWarning)
+            warnings.simplefilter("ignore")
             outcome = call_bounded(self.dataset.__getitem__, index, timeout_s=_ITEM_TIMEOUT_S,
                                    inline_s=_ITEM_TIMEOUT_S)
         if outcome.ok:

@@ -74,12 +74,7 @@ def test_every_id_passes_check_env_and_a_scripted_episode(env_id):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         check_env(gym.make(env_id).unwrapped)
-    # Python's "invalid escape sequence" DeprecationWarning from decoding some text seen by
-    # rg/codeio-v0 under check_env's random actions (1 fresh-clone test-all run in 3; the decoding
-    # call was not found: not in our code, reasoning-gym's or gymnasium's sources): not an env
-    # contract warning, so it is left out here.
-    assert [str(w.message) for w in caught
-            if not str(w.message).startswith("invalid escape sequence")] == []
+    assert [str(w.message) for w in caught] == []
 
 
 _SECOND_ANSWERS = {  # every way of giving a second answer beside the reference: no score

@@ -226,9 +226,19 @@ class _ThreadLoop(threading.local):
 _thread_loops = _ThreadLoop()
 
 
+# Every thread's shared loop, and, in a forked child, the ones it inherited, kept alive for good.
+# An inherited loop shares its epoll set with the parent's: closing it would unregister the
+# parent's self-pipe from that set, after which the parent's loop never wakes for a callback from
+# another thread (`asyncio.to_thread`) and hangs in `select`. Our finalizer checks the pid, but
+# asyncio's own `BaseEventLoop.__del__` closes an unclosed loop, so the child must never drop one.
+_all_thread_loops: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+_inherited_loops: list[asyncio.AbstractEventLoop] = []
+
+
 def _forget_thread_loop_in_child() -> None:
-    # The forking thread's loop shares its epoll set with the parent: the child makes its own
-    # (and leaves that one unclosed; its finalizer checks the pid).
+    # The forking thread's loop (and any other thread's) belongs to the parent: the child makes
+    # its own and keeps the inherited ones referenced, unclosed (see `_inherited_loops`).
+    _inherited_loops.extend(loop for loop in list(_all_thread_loops) if not loop.is_closed())
     _thread_loops.loop = None
 
 
@@ -248,6 +258,7 @@ def thread_loop() -> asyncio.AbstractEventLoop:
     if loop is None or loop.is_closed():
         loop = asyncio.new_event_loop()
         holder.loop = loop
+        _all_thread_loops.add(loop)
         # Closed by a finalizer rather than a __del__: weakref.finalize also runs at interpreter
         # exit, *before* modules are torn down, so closing never meets a half-destroyed
         # `selectors`/`asyncio`. A thread's locals die with the thread, and with them `_LoopCloser`.

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import gc
 import asyncio
+import os
+import subprocess
+import sys
 import warnings
 
 import gymnasium as gym
@@ -211,6 +214,40 @@ def test_each_thread_has_its_own_loop_closed_when_the_thread_ends():
     gc.collect()
     assert seen[0] is not thread_loop()
     assert seen[0].is_closed()  # released with its thread: no fds left behind
+
+
+_FORKED_CHILD_DROPS_ITS_LOOP = """
+import asyncio, gc, os, time
+from llm_gym.text_env import run_coroutine
+
+async def nap():
+    await asyncio.sleep(0.01)
+
+async def threaded():  # wakes the loop from the executor's thread
+    await asyncio.to_thread(time.sleep, 0.2)
+    return "woke"
+
+run_coroutine(nap())  # the thread's shared loop exists and is idle
+pid = os.fork()
+if pid == 0:  # the child makes a loop of its own and lets go of the inherited one
+    run_coroutine(nap())
+    gc.collect()
+    os._exit(0)
+os.waitpid(pid, 0)
+print(run_coroutine(threaded()))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_a_forked_child_never_unregisters_the_parents_loop():
+    """A forked child's inherited loop shares the parent's epoll set; asyncio closes an unclosed
+    loop when it is collected, which removed the parent's self-pipe from the set, and the parent's
+    next `to_thread` await never woke (a hang seen in the test suite). Run in a subprocess so a
+    regression fails by timeout instead of hanging the suite."""
+    proc = subprocess.run([sys.executable, "-c", _FORKED_CHILD_DROPS_ITS_LOOP], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "woke"
 
 
 def test_sync_step_inside_a_running_event_loop():

@@ -7,6 +7,7 @@ from llm_gym.rl.data_processing import (
     compute_advantages,
     remove_constant_reward_groups,
     trajectory_to_data,
+    turn_rewards,
 )
 from llm_gym.rl.dataset_utils import EpochCycledRLDataset, cycle_permutation, epoch_batch_index
 from llm_gym.rl.interleaved import InterleavedRLDatasetBuilder
@@ -65,6 +66,6 @@ __all__ = [
     "assemble_training_data", "compute_advantages", "episode_correct", "do_group_rollout",
     "do_group_rollout_and_filter_constant_reward", "do_single_rollout",
     "RolloutErrorCounter", "get_rollout_executor", "set_rollout_executor",
-    "remove_constant_reward_groups", "run_rollout", "trajectory_to_data",
+    "remove_constant_reward_groups", "run_rollout", "trajectory_to_data", "turn_rewards",
     "EpochCycledRLDataset", "cycle_permutation", "epoch_batch_index", "InterleavedRLDatasetBuilder",
 ]

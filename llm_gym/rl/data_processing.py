@@ -7,6 +7,12 @@ sampled tokens carrying the trajectory's advantage and their sampling logprobs;
 `assemble_training_data` does that for a whole batch. Everything here is numpy: the trainer makes
 tensors.
 
+Credit assignment: by default (`credit="episode"`, as in the cookbook) every sampled token of a
+trajectory carries one advantage, its centred total return. `credit="turn"` keeps the per-turn
+rewards (`turn_rewards`) instead: turn t's tokens carry the turn's return-to-go (rewards of turns
+t and later) centred on the mean over the group's trajectories that reached turn t, so a turn is
+credited only with what followed it.
+
 As in the cookbook, an action without logprobs (`maybe_logprobs=None`) or whose logprob count
 differs from its token count raises ValueError.
 
@@ -34,6 +40,8 @@ logger = logging.getLogger(__name__)
 
 LOSS_FNS = ("importance_sampling", "ppo", "cispo", "dro", "grpo", "cross_entropy")
 AdvantageScale = Literal["none", "group_std", "batch_std"]
+Credit = Literal["episode", "turn"]
+CREDITS: tuple[Credit, ...] = ("episode", "turn")
 # Which std scaling each loss uses unless told otherwise. GRPO (Shao et al.) divides by the group's
 # std; the cookbook's importance_sampling/ppo/cispo/dro use plain centred returns (Dr. GRPO showed
 # the std division biases towards too-easy and too-hard groups).
@@ -174,18 +182,38 @@ def compute_advantages(
     loss_fn: str = "importance_sampling",
     scale: AdvantageScale | None = None,
     eps: float = 1e-6,
+    credit: Credit = "episode",
 ) -> list[np.ndarray]:
     """Group-centred advantages, one float32 array per group.
 
     `scale`: "none" (returns minus the group mean), "group_std" (also divide by each group's
     std + eps), "batch_std" (divide by the std of all centred advantages in the batch + eps).
     When `scale` is None the loss's default in `DEFAULT_SCALE` is used.
+
+    `credit="episode"` (the default): a group's array has shape [G], trajectory i's total return
+    (`get_total_rewards`) minus the group's mean. `credit="turn"`: shape [G, T], T the group's
+    most turns (transitions); entry [i, t] is trajectory i's return-to-go from turn t,
+    R[i, t] = sum of `turn_rewards` over turns k >= t (the group reward counts as its last
+    turn's), minus the mean of R[j, t] over the group's trajectories j that reached turn t. The
+    scales apply per turn index the same way: "group_std" divides turn t's entries by the std of
+    those R[j, t], "batch_std" by the std of every (trajectory, turn) entry of the batch. A turn
+    index only one trajectory reached gets advantage 0, as a group of one does: nothing to compare
+    it with. Entries past a trajectory's last turn are 0 padding. Turn 0's return-to-go is the
+    total return, so single-turn groups get exactly the episode advantages (as a [G, 1] array).
+    This is the per-step group baseline of GiGPO (Feng et al., 2025, "Group-in-Group Policy
+    Optimization for LLM Agent Training") simplified to group steps by turn index rather than by
+    identical environment state, without a discount.
     """
     if loss_fn not in DEFAULT_SCALE:
         raise ValueError(f"unknown loss_fn {loss_fn!r}; choose one of {list(DEFAULT_SCALE)}")
     scale = DEFAULT_SCALE[loss_fn] if scale is None else scale
     if scale not in ("none", "group_std", "batch_std"):
         raise ValueError(f"unknown advantage scale {scale!r}; use 'none', 'group_std' or 'batch_std'")
+    if credit not in CREDITS:
+        raise ValueError(f"unknown credit {credit!r}; use 'episode' (one advantage per trajectory) "
+                         "or 'turn' (one per turn, from its return-to-go)")
+    if credit == "turn":
+        return _turn_advantages(trajectory_groups_P, scale, eps)
     advantages_P: list[np.ndarray] = []
     for group in trajectory_groups_P:
         rewards_G = np.asarray(group.get_total_rewards(), dtype=np.float64)
@@ -195,6 +223,49 @@ def compute_advantages(
         advantages_P.append(adv_G)
     if scale == "batch_std":
         flat = np.concatenate(advantages_P) if advantages_P else np.zeros(0)
+        std = flat.std(ddof=1) if len(flat) > 1 else 0.0
+        advantages_P = [a / (std + eps) for a in advantages_P]
+    return [a.astype(np.float32) for a in advantages_P]
+
+
+def turn_rewards(group: TrajectoryGroup) -> list[np.ndarray]:
+    """Each trajectory's rewards by turn: one float64 entry per transition, with its group reward
+    (`final_rewards_G`) added to its last turn, so a trajectory's entries sum to its
+    `get_total_rewards()` entry. A trajectory without transitions has no turns (an empty array)."""
+    rewards_G: list[np.ndarray] = []
+    for traj, final in zip(group.trajectories_G, group.final_rewards_G):
+        rewards_T = np.asarray([t.reward for t in traj.transitions], dtype=np.float64)
+        if len(rewards_T):
+            rewards_T[-1] += final
+        rewards_G.append(rewards_T)
+    return rewards_G
+
+
+def _turn_advantages(
+    trajectory_groups_P: Sequence[TrajectoryGroup], scale: AdvantageScale, eps: float
+) -> list[np.ndarray]:
+    """`compute_advantages(credit="turn")`: per group a [G, T] array (see there)."""
+    advantages_P: list[np.ndarray] = []
+    reached_P: list[np.ndarray] = []  # [G, T]: trajectory i has a turn t
+    for group in trajectory_groups_P:
+        rewards_G = turn_rewards(group)
+        n_turns = max((len(r) for r in rewards_G), default=0)
+        returns_GT = np.zeros((len(rewards_G), n_turns))
+        reached_GT = np.zeros((len(rewards_G), n_turns), dtype=bool)
+        for i, rewards_T in enumerate(rewards_G):
+            returns_GT[i, : len(rewards_T)] = np.cumsum(rewards_T[::-1])[::-1]
+            reached_GT[i, : len(rewards_T)] = True
+        adv_GT = np.zeros_like(returns_GT)
+        for t in range(n_turns):
+            returns_t = returns_GT[reached_GT[:, t], t]
+            adv_t = returns_t - returns_t.mean()
+            if scale == "group_std" and len(adv_t) > 1:
+                adv_t = adv_t / (returns_t.std(ddof=1) + eps)
+            adv_GT[reached_GT[:, t], t] = adv_t
+        advantages_P.append(adv_GT)
+        reached_P.append(reached_GT)
+    if scale == "batch_std":
+        flat = np.concatenate([a[r] for a, r in zip(advantages_P, reached_P)] or [np.zeros(0)])
         std = flat.std(ddof=1) if len(flat) > 1 else 0.0
         advantages_P = [a / (std + eps) for a in advantages_P]
     return [a.astype(np.float32) for a in advantages_P]
@@ -259,7 +330,8 @@ def _sampled_logprobs(ac) -> list[float]:
 
 
 def trajectory_to_data(
-    traj: Trajectory, traj_advantage: float, include_provenance: bool = True
+    traj: Trajectory, traj_advantage: float | Sequence[float] | np.ndarray,
+    include_provenance: bool = True,
 ) -> list[Datum]:
     """One datum per maximal run of transitions whose observation extends the previous context.
 
@@ -271,18 +343,32 @@ def trajectory_to_data(
     carry `parse_error_masked >= 1` (`PARSE_ERROR_MASKED_METRIC_KEY`, set by envs that mask
     unparseable turns) gets mask 0 and advantage 0 on its sampled tokens too, as in the cookbook.
 
+    `traj_advantage` is one number for every turn, or one per turn (a row of
+    `compute_advantages(credit="turn")`): turn t's sampled tokens get entry t, entries past the
+    last turn are ignored (padding), and fewer entries than turns raise ValueError.
+
     `include_provenance` (default True, as in the cookbook): record each datum's provenance spans
     (`Datum.with_provenance`): a turn's new observation tokens are positions of its sampling
     request's prompt, its action tokens that request's sampled sequence. A datum gets them only
     when every turn with tokens in it has a `sequence_id` and at least one target is sampled.
     """
+    advantages_T = np.asarray(traj_advantage, dtype=np.float64)
+    if advantages_T.ndim == 0:
+        advantages_T = np.full(len(traj.transitions), float(advantages_T))
+    elif advantages_T.ndim != 1 or len(advantages_T) < len(traj.transitions):
+        raise ValueError(
+            f"trajectory_to_data: per-turn advantages of shape {advantages_T.shape} for a "
+            f"trajectory of {len(traj.transitions)} turns; pass one number, or a 1-D array "
+            "with an entry per turn (a row of compute_advantages(credit='turn'))"
+        )
     data: list[Datum] = []
     seq: list[int] = []
     logprobs: list[float] = []
     advantages: list[float] = []
     mask: list[float] = []
     spans: list[ProvenanceSpan] | None = [] if include_provenance else None
-    for transition in traj.transitions:
+    for turn, transition in enumerate(traj.transitions):
+        advantage = float(advantages_T[turn])
         ob = transition.ob.to_ints()
         if seq and len(ob) >= len(seq) and ob[: len(seq)] == seq:
             delta = ob[len(seq):]
@@ -306,7 +392,7 @@ def trajectory_to_data(
         masked = float(transition.metrics.get(PARSE_ERROR_MASKED_METRIC_KEY, 0.0)) >= 1.0
         seq += delta + list(ac.tokens)
         logprobs += [0.0] * len(delta) + list(ac_logprobs)
-        advantages += [0.0] * len(delta) + [0.0 if masked else float(traj_advantage)] * len(ac.tokens)
+        advantages += [0.0] * len(delta) + [0.0 if masked else advantage] * len(ac.tokens)
         mask += [0.0] * len(delta) + [0.0 if masked else 1.0] * len(ac.tokens)
     if len(seq) > 1:
         data.append(_datum_from_sequence(seq, logprobs, advantages, mask, spans))
@@ -318,7 +404,8 @@ def assemble_training_data(
     include_provenance: bool = True,
 ) -> tuple[list[Datum], list[dict[str, int]]]:
     """All datums of a batch, with `{"group_idx", "traj_idx"}` metadata per datum
-    (`include_provenance` is passed to `trajectory_to_data`)."""
+    (`include_provenance` is passed to `trajectory_to_data`). `advantages_P` holds per group one
+    entry per trajectory: a number, or a per-turn row (`compute_advantages(credit="turn")`)."""
     if len(trajectory_groups_P) != len(advantages_P):
         raise ValueError(
             f"{len(trajectory_groups_P)} groups but {len(advantages_P)} advantage arrays"
@@ -331,7 +418,8 @@ def assemble_training_data(
                 f"group {i_group}: {len(group.trajectories_G)} trajectories, {len(adv_G)} advantages"
             )
         for i_traj, (traj, adv) in enumerate(zip(group.trajectories_G, adv_G)):
-            new = trajectory_to_data(traj, float(adv), include_provenance=include_provenance)
+            new = trajectory_to_data(traj, adv if np.ndim(adv) else float(adv),
+                                     include_provenance=include_provenance)
             data_D += new
             metadata_D += [{"group_idx": i_group, "traj_idx": i_traj} for _ in new]
     return data_D, metadata_D

@@ -4,6 +4,9 @@
 - `rl_dataset` / `SourceRLDataset` / `SourceEnvGroupBuilder`: a registered llm-gym id straight from
   its `EnvSource` as seed-API groups and datasets, the same episodes as through `gym.make` without
   the Gymnasium round trip (what the trainer consumes).
+- `Curriculum` / `CurriculumRLDataset` / `CurriculumTracker` / `CurriculumEnvGroupBuilder` / `int_ladder`:
+  difficulty knobs stepped up and down a ladder by the running solve rate, as a dataset of groups
+  the trainer consumes.
 - `GymEnvGroupBuilder` / `GymRLDataset`: any token-space Gymnasium env as seed-API groups and
   datasets (`rl_dataset` uses them for ids that are not llm-gym sources).
 - `GroupAdvantages`: a vector-env wrapper that resets groups of G sub-envs on the same task and
@@ -16,6 +19,13 @@
   one `act(message)` tool, as TRL's `environment_factory` path plays it.
 """
 
+from llm_gym.wrappers.curriculum import (
+    Curriculum,
+    CurriculumEnvGroupBuilder,
+    CurriculumRLDataset,
+    CurriculumTracker,
+    int_ladder,
+)
 from llm_gym.wrappers.from_text import FromText, StringEnvSource
 from llm_gym.wrappers.grouping import GymEnvAdapter, GymEnvGroupBuilder, GymRLDataset
 from llm_gym.wrappers.padded import PaddedTokens
@@ -24,6 +34,7 @@ from llm_gym.wrappers.text import TextActions
 from llm_gym.wrappers.tool_actions import ToolActionsEnv, ToolActionsSource, register_tool_actions
 from llm_gym.wrappers.vector import GroupAdvantages
 
-__all__ = ["FromText", "GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "PaddedTokens",
+__all__ = ["Curriculum", "CurriculumEnvGroupBuilder", "CurriculumRLDataset", "CurriculumTracker", "FromText",
+           "GroupAdvantages", "GymEnvAdapter", "GymEnvGroupBuilder", "GymRLDataset", "PaddedTokens",
            "SourceEnvGroupBuilder", "SourceRLDataset", "StringEnvSource", "TextActions", "ToolActionsEnv",
-           "ToolActionsSource", "register_tool_actions", "rl_dataset"]
+           "ToolActionsSource", "int_ladder", "register_tool_actions", "rl_dataset"]

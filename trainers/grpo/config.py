@@ -117,6 +117,12 @@ class GRPOConfig:
     `llm-gym train` uses `token_mean` for multi-turn envs and completions over 16 tokens."""
     advantage_scale: str | None = None
     """`none`, `group_std` or `batch_std`; None uses the loss's default (`compute_advantages`)."""
+    credit: str = "episode"
+    """How rewards reach tokens (`compute_advantages(credit=...)`): `episode` gives every sampled
+    token of an episode its group-centred return; `turn` gives turn t's tokens their return-to-go
+    (rewards of turns t and later) centred on the group's episodes that reached turn t, and logs
+    `turn_credit/reward_mean/turn_<t>` and `turn_credit/advantage_abs_mean/turn_<t>` (t from 0;
+    turns past the 8th pooled as `turn_8plus`). Single-turn envs train the same either way."""
     clip_eps: float = 0.2
     """Lower clip ε for `ppo`/`cispo`, in [0, 1): the ratio is clipped at 1 - clip_eps."""
     clip_eps_high: float | None = None
@@ -340,6 +346,7 @@ class GRPOConfig:
         _check_choice("loss", self.loss, LOSS_NAMES)
         _check_choice("loss_reduction", self.loss_reduction, REDUCTIONS)
         _check_choice("advantage_scale", self.advantage_scale, ADVANTAGE_SCALES)
+        _check_choice("credit", self.credit, CREDITS)
         _check_choice("lr_schedule", self.lr_schedule, LR_SCHEDULES)
         _check_choice("sampler", self.sampler, SAMPLERS)
         _check_choice("device", self.device, DEVICES)
@@ -366,6 +373,7 @@ class GRPOConfig:
 
 
 ADVANTAGE_SCALES: tuple[str | None, ...] = (None, "none", "group_std", "batch_std")
+CREDITS: tuple[str, ...] = ("episode", "turn")  # llm_gym.rl.data_processing.CREDITS; a test checks
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "cosine")
 SAMPLERS: tuple[str, ...] = ("hf", "vllm")
 VLLM_MODES: tuple[str, ...] = ("colocate", "server")

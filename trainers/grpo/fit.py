@@ -28,6 +28,7 @@ from typing import Any, Callable
 from trainers.grpo.config import ConfigError, GRPOConfig
 
 __all__ = [
+    "MODEL_PRESETS",
     "SFT_GOLD",
     "SFT_NONE",
     "SFT_REFERENCE",
@@ -41,23 +42,29 @@ __all__ = [
     "gold_case_summary",
     "reply_need",
     "run_env",
+    "run_env_kwargs",
     "sft_source_kind",
 ]
 
 
 # --- the model -----------------------------------------------------------------------------------
+# The built-in presets, built locally on first use (`trainers.models.PRESETS`; a test checks the
+# two agree: this module stays torch-free).
+MODEL_PRESETS = ("tiny", "tiny-bpe")
+
+
 def check_model(model: str) -> None:
-    """Raise `ConfigError` unless `model` is `tiny`, a local checkpoint directory (with a
-    `config.json`) or a hub id already in the local Hugging Face cache: llm-gym never downloads
-    at run time (`trainers.models.load_policy`). Torch-free."""
-    if model == "tiny":
+    """Raise `ConfigError` unless `model` is a preset (`MODEL_PRESETS`), a local checkpoint
+    directory (with a `config.json`) or a hub id already in the local Hugging Face cache: llm-gym
+    never downloads at run time (`trainers.models.load_policy`). Torch-free."""
+    if model in MODEL_PRESETS:
         return
     path = Path(model)
     if path.is_dir():
         if not (path / "config.json").is_file():
             raise ConfigError(
                 f"model={model!r} is a directory without a config.json; point --model at a "
-                "directory written by save_pretrained (or use --model tiny)"
+                "directory written by save_pretrained (or use a preset: --model tiny)"
             )
         return
     if path.exists():
@@ -410,17 +417,32 @@ class RunEnv:
         return longest, f"its gold episode's turns ({name!r}) run to {longest} tokens", multi_turn
 
 
+def run_env_kwargs(cfg: GRPOConfig) -> dict[str, Any]:
+    """`cfg.env_kwargs`, plus `tokenizer` when `cfg.model` is a preset whose model reads other ids
+    than the env's default byte tokenizer (`tiny-bpe`: `trainers.models.preset_env_tokenizer`) and
+    none is given, so the env tokenizes as the model does. (Building that tokenizer's directory
+    imports torch's side of the trainer; only that preset pays it.)"""
+    kwargs = dict(cfg.env_kwargs)
+    if cfg.model in MODEL_PRESETS and cfg.model != "tiny" and "tokenizer" not in kwargs:
+        from trainers.models import preset_env_tokenizer
+
+        tokenizer = preset_env_tokenizer(cfg.model)
+        if tokenizer is not None:
+            kwargs["tokenizer"] = tokenizer
+    return kwargs
+
+
 def run_env(cfg: GRPOConfig) -> RunEnv:
     """The `RunEnv` of `cfg.env` with `cfg.env_kwargs`: the one `cfg` already holds (its first
     `validate`, fitting or training made it), else a new one that `cfg` then keeps, so a run
     builds its env once. A config whose env, env_kwargs or registered spec changed gets a new one."""
     import gymnasium as gym
 
-    key = (cfg.env, json.dumps(cfg.env_kwargs, sort_keys=True, default=repr))
+    key = (cfg.env, json.dumps(cfg.env_kwargs, sort_keys=True, default=repr), cfg.model)
     held = getattr(cfg, "_run_env", None)
     if held is not None and held[0] == key and gym.registry.get(held[1].bare_id) is held[1].spec:
         return held[1]
-    env = RunEnv(cfg.env, cfg.env_kwargs)
+    env = RunEnv(cfg.env, run_env_kwargs(cfg))
     cfg._run_env = (key, env)  # type: ignore[attr-defined]
     return env
 

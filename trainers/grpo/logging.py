@@ -2,7 +2,9 @@
 
 One JSON object per line, `{"step": N, "time": ..., <name>: value, ...}`; training steps log
 `reward`, `correct`, `loss`, `entropy`, `kl`, `clip_frac`, `grad_norm`, `tokens_per_s`,
-`step_seconds`, `empty_steps` (how many steps so far trained on no datum), ...; evaluations log
+`step_seconds`, `empty_steps` (how many steps so far trained on no datum), ..., the episodes'
+final metrics as `env/<name>` (a curriculum's `env/curriculum/level` among them) and, with
+`credit="turn"`, `turn_credit/{reward_mean,advantage_abs_mean}/turn_<t>`; evaluations log
 `eval/accuracy` (and `eval/reward`) at the step they ran.
 On resume the file is cut back to the checkpoint's step so the curve has no duplicates (also when
 `--resume` falls back to an older checkpoint), and a torn line (a crash in mid-write leaves a last

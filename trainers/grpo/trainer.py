@@ -5,8 +5,9 @@ One step, top to bottom (docs/design.md, "Data flow of one training step"):
 1. `dataset.get_batch(step)` gives this step's `EnvGroupBuilder`s (each rank takes its share);
 2. every group is rolled out *concurrently* (`asyncio.gather` over `do_group_rollout`) against
    one `HFSampler`, which gathers the concurrent calls into batched generation;
-3. `compute_advantages` centres returns within each group, `assemble_training_data` turns the
-   trajectories into `Datum`s (sampled tokens mask 1, env/prompt tokens mask 0);
+3. `compute_advantages` centres returns within each group (per episode, or with `credit="turn"`
+   each turn's return-to-go per turn index), `assemble_training_data` turns the trajectories into
+   `Datum`s (sampled tokens mask 1, env/prompt tokens mask 0);
 4. micro-batches of datums go through forward/backward with gradient accumulation; the sampling
    logprobs stored in the datums are the old policy's, so an on-policy step needs one forward only;
    a group's shared prompt is computed once per micro-batch and its KV cache expanded to the
@@ -51,6 +52,7 @@ from llm_gym.rl import (
     assemble_training_data,
     compute_advantages,
     do_group_rollout_and_filter_constant_reward,
+    turn_rewards,
 )
 from llm_gym.rl.outcome import episode_correct
 from llm_gym.rl.rollouts import RolloutLimits
@@ -83,7 +85,7 @@ from trainers.grpo.shared_prefix import (
 )
 
 if TYPE_CHECKING:
-    from llm_gym.rl.data_processing import AdvantageScale
+    from llm_gym.rl.data_processing import AdvantageScale, Credit
 
 EVAL_SEED = 1234  # evaluations of every run (any --seed) use the same held-out problems
 
@@ -170,6 +172,39 @@ def episode_metric_means(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
     keys = sorted({k for m in finals for k, v in m.items()
                    if isinstance(v, (int, float)) and not isinstance(v, bool)})[:MAX_ENV_METRICS]
     return {f"env/{k}": float(sum(float(m.get(k, 0.0)) for m in finals) / len(finals)) for k in keys}
+
+
+TURN_CREDIT_TURNS = 8  # `credit="turn"` logs turns 0..7 one by one and pools later ones
+
+
+def turn_credit_sums(groups: Sequence[TrajectoryGroup], advantages_P: Sequence[np.ndarray]) -> np.ndarray:
+    """[3, TURN_CREDIT_TURNS + 1] sums over this rank's trained (episode, turn) pairs, by turn
+    index (turns from `TURN_CREDIT_TURNS` on share the last column): their count, their rewards
+    (`turn_rewards`: a turn's own reward, the group reward on the last turn) and the absolute
+    values of their advantages (`compute_advantages(credit="turn")`'s [G, T] arrays). Summed over
+    ranks, `turn_credit_metrics` turns them into means."""
+    sums = np.zeros((3, TURN_CREDIT_TURNS + 1))
+    for group, adv_GT in zip(groups, advantages_P):
+        for rewards_T, adv_T in zip(turn_rewards(group), adv_GT):
+            column = np.minimum(np.arange(len(rewards_T)), TURN_CREDIT_TURNS)
+            np.add.at(sums[0], column, 1.0)
+            np.add.at(sums[1], column, rewards_T)
+            np.add.at(sums[2], column, np.abs(np.asarray(adv_T, dtype=np.float64)[: len(rewards_T)]))
+    return sums
+
+
+def turn_credit_metrics(sums: np.ndarray) -> dict[str, float]:
+    """`turn_credit/reward_mean/turn_<t>` and `turn_credit/advantage_abs_mean/turn_<t>` (t from 0,
+    `turn_8plus` for the pooled later turns) from `turn_credit_sums`; a turn no episode reached
+    logs nothing."""
+    names = [f"turn_{t}" for t in range(TURN_CREDIT_TURNS)] + [f"turn_{TURN_CREDIT_TURNS}plus"]
+    metrics: dict[str, float] = {}
+    for column, name in enumerate(names):
+        count = float(sums[0, column])
+        if count > 0:
+            metrics[f"turn_credit/reward_mean/{name}"] = float(sums[1, column]) / count
+            metrics[f"turn_credit/advantage_abs_mean/{name}"] = float(sums[2, column]) / count
+    return metrics
 
 
 # ------------------------------------------------------------------------------------------------
@@ -703,13 +738,14 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     seed_everything(cfg.seed + accelerator.process_index)
 
     # --- model, tokenizer, reference ---------------------------------------------------------
-    from trainers.models import check_vocab_compat, load_policy, resolve_model
+    from trainers.models import check_tokenizer_agreement, check_vocab_compat, load_policy, resolve_model
 
     env_tok, stop_ids = env_tokenizer_and_stops(cfg)
-    model_path = resolve_model(cfg.model, seed=cfg.seed) if cfg.model == "tiny" else resolve_model(cfg.model)
-    model, _hf_tok = load_policy(model_path, device=accelerator.device,
-                                 dtype=torch.float32)
+    model_path = resolve_model(cfg.model, seed=cfg.seed)
+    model, model_tok = load_policy(model_path, device=accelerator.device,
+                                   dtype=torch.float32)
     check_vocab_compat(model, env_tok)
+    check_tokenizer_agreement(model_tok, env_tok, cfg.model)
     set_cpu_threads(cfg, model, accelerator)
     pad_id = int(getattr(env_tok, "pad_token_id", None) or 0)
 
@@ -747,6 +783,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                                   weight_decay=cfg.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(cfg))
     start_step = 0
+    dataset_state = None  # a stateful dataset's (a curriculum's level) state, from the checkpoint
     # The run's time over all of its segments (each invocation counted up to its last checkpoint;
     # work lost after it is counted once, when redone), so a resumed run's summary reports the whole
     # run, not its last segment. wall_seconds is everything after setup (evals, SFT, RL, saves);
@@ -762,6 +799,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         already_finished = bool(state["extra"].get("finished")) and start_step >= cfg.steps
         if ref_model is not None and "ref_model" in state["extra"]:
             ref_model.load_state_dict(state["extra"]["ref_model"])
+        dataset_state = state["extra"].get("dataset")
         if SCHEDULE_FIELDS & set(plan.overrides):
             retune_optimizer(optimizer, scheduler, cfg)
         if is_main:
@@ -771,6 +809,9 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             print(f"resumed from {ckpt} at step {start_step}{changed}")
     model, optimizer, scheduler = accelerator.prepare(model, optimizer, scheduler)
     dataset = dataset or make_dataset(cfg, "train", cfg.groups_per_batch, cfg.group_size, cfg.seed)
+    load_dataset_state = getattr(dataset, "load_state_dict", None)
+    if dataset_state is not None and callable(load_dataset_state):
+        load_dataset_state(dataset_state)  # e.g. CurriculumRLDataset: the level it had reached
     logger = MetricsLogger(run_dir, enabled=is_main, tensorboard=cfg.tensorboard,
                            wandb_project=cfg.wandb_project, config=cfg.to_dict(),
                            resume_step=start_step if ckpt is not None else None)
@@ -821,9 +862,12 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         # 2. advantages and datums
         if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
             groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
-        # GRPOConfig checked advantage_scale against ADVANTAGE_SCALES (the AdvantageScale literals)
-        advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale))
+        # GRPOConfig checked advantage_scale and credit against ADVANTAGE_SCALES and CREDITS (the
+        # AdvantageScale and Credit literals)
+        advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale),
+                                        credit=cast("Credit", cfg.credit))
         data, _ = assemble_training_data(groups, advantages)
+        turn_sums = turn_credit_sums(groups, advantages) if cfg.credit == "turn" else None
 
         # 3. forward/backward over micro-batches, then one optimizer step
         fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
@@ -846,6 +890,10 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
              stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
             dtype=torch.float64, device=accelerator.device), "sum")).tolist()
+        turn_metrics: dict[str, float] = {}
+        if turn_sums is not None:  # every rank has the same config, so all of them reduce here
+            turn_metrics = turn_credit_metrics(cast(torch.Tensor, accelerator.reduce(
+                torch.from_numpy(turn_sums).to(accelerator.device), "sum")).cpu().numpy())
         step_seconds = time.monotonic() - t0
         step_metrics = {
             "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
@@ -855,7 +903,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             "frac_context_full": totals[7] / max(totals[2], 1),
             "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
             "sample_seconds": t_sample, "step_seconds": step_seconds,
-            **env_metrics,
+            **env_metrics, **turn_metrics,
         }
         done = step + 1
         if fb["datums"] == 0:
@@ -878,7 +926,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                         **eval_postfix, loss=f"{fb['loss']:.3f}")
         if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
             _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
-                  elapsed())
+                  elapsed(), dataset=dataset)
     bar.close()
 
     # --- final eval, checkpoint, summary ------------------------------------------------------
@@ -892,7 +940,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         logger.log(cfg.steps, {"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
         summary.update(elapsed())
         _save(cfg, accelerator, model, optimizer, scheduler, ref_model, cfg.steps, summary,
-              {k: summary[k] for k in clock}, finished=True)
+              {k: summary[k] for k in clock}, finished=True, dataset=dataset)
     summary.update(elapsed())  # wall/rl/setup seconds and segments of the whole run (`clock`)
     if is_main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -925,15 +973,19 @@ def _quiet_libraries() -> None:
 
 
 def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summary, clock,
-          finished: bool = False) -> None:
+          finished: bool = False, dataset: Any = None) -> None:
     """Checkpoint `step` (main process). `clock`: the run's time so far, summed over segments;
-    `finished`: the final checkpoint, written after the final evaluation."""
+    `finished`: the final checkpoint, written after the final evaluation; `dataset`: saved with
+    its `state_dict()` when it has one (a curriculum's level and pending outcomes), which resume
+    restores."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         extra = {"next_data_index": step, "summary": dict(summary), "clock": dict(clock),
                  "finished": finished}
         if ref_model is not None:
             extra["ref_model"] = ref_model.state_dict()
+        if callable(getattr(dataset, "state_dict", None)):
+            extra["dataset"] = dataset.state_dict()
         save_checkpoint(cfg.run_dir, step, accelerator.unwrap_model(model), optimizer, scheduler, extra)
     accelerator.wait_for_everyone()
 

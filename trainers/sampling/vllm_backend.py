@@ -44,7 +44,7 @@ def _opt(cfg: Any, name: str, default: Any) -> Any:
 def _model_dir(cfg: Any) -> str:
     from trainers.models import resolve_model
 
-    return resolve_model(cfg.model, seed=cfg.seed) if cfg.model == "tiny" else resolve_model(cfg.model)
+    return resolve_model(cfg.model, seed=cfg.seed)
 
 
 def _max_model_len(cfg: Any, model_dir: str) -> int:

@@ -4,8 +4,9 @@ Workload: one trainer step's worth of groups (`--groups` x `--group-size`, the t
 16 x 16 = 256 episodes) of an env, rolled out with `do_group_rollout` under `asyncio.gather` as
 `trainers.grpo` does, against an *instant* scripted policy, so everything measured is the env side:
 `make_envs`, `initial_observation`, every `step`, group rewards and `cleanup`. The policy answers
-"42" on `llm/Math-v0` and guesses "50" every turn on `llm/GuessNumber-v0` (so its episodes run
-to the turn limit: the multi-turn case, where the per-turn cost adds up). Two paths, alternated
+"42" on `llm/Math-v0` and guesses "0" every turn on `llm/GuessNumber-v0` (below every range, an
+invalid turn, so its episodes run to the turn limit: the multi-turn case, where the per-turn cost
+adds up). Two paths, alternated
 batch by batch in one process so that both see the same load:
 
 - `gym`: `GymRLDataset(env_id)` -- `gym.make` envs (kept in `GymEnvGroupBuilder`'s env pool) driven
@@ -32,7 +33,7 @@ from llm_gym.rl.rollouts import do_group_rollout
 from llm_gym.wrappers.grouping import GymRLDataset
 from llm_gym.wrappers.source import SourceRLDataset
 
-ANSWERS = {"llm/Math-v0": "42", "llm/GuessNumber-v0": "50"}
+ANSWERS = {"llm/Math-v0": "42", "llm/GuessNumber-v0": "0"}
 
 
 class InstantPolicy:

@@ -16,7 +16,8 @@ its ChatML renderer):
   the least a user must do) and scores/steps the string.
 - Same difficulty: `llm/Math-v0`'s default (2 terms, 2 digits, "+") vs reasoning-gym
   `basic_arithmetic` with min/max_terms=2, min/max_digits=2, operators=("+",); `llm/GuessNumber-v0`
-  with max_number=10, max_turns=4 vs GEM's `game:GuessTheNumber-v0-easy` (1..10, 4 turns).
+  with max_number=10, max_turns=4, range_starts=1 (the classic range 1..10) vs GEM's
+  `game:GuessTheNumber-v0-easy` (1..10, 4 turns).
 
 Per item/episode:
 
@@ -116,7 +117,7 @@ _HINT = re.compile(r"(higher|lower)", re.IGNORECASE)
 
 
 def ours_guess(n: int, run: int = 0) -> tuple[int, float]:
-    env = gym.make("llm/GuessNumber-v0", max_number=10, max_turns=4)
+    env = gym.make("llm/GuessNumber-v0", max_number=10, max_turns=4, range_starts=1)  # GEM: 1..10
     tok = env.unwrapped.tokenizer
     im_end = tok.convert_tokens_to_ids("<|im_end|>")
     wins = 0.0
@@ -210,7 +211,7 @@ def main() -> None:
         lambda run: ours_guess(args.n, run), lambda run: gem_guess(args.n, run), args.repeats
     )
     rows.append(("guess-the-number episodes/s, 1..10 in 4 turns, tokens both sides",
-                 "llm/GuessNumber-v0 max_number=10, max_turns=4", ours,
+                 "llm/GuessNumber-v0 max_number=10, max_turns=4, range_starts=1", ours,
                  "GEM game:GuessTheNumber-v0-easy (+ render/encode/decode)", theirs))
 
     print("| workload | ours | ours/s | theirs | theirs/s | ratio |")

@@ -13,7 +13,7 @@ Rows, side by side in one process (same machine load, 1 torch thread each):
 
 Same workload for all rows: the tiny byte-level Llama preset (1.08M parameters; RoPE, so its context
 is only limited by `max_position_embeddings`, raised to 4096 here because TRL's tool prompt alone
-is ~1,060 byte tokens), GuessNumber's default knobs (1-20, 8 turns), `--groups` problems x
+is ~1,060 byte tokens), GuessNumber's default knobs (20 numbers, 8 turns), `--groups` problems x
 `--group-size` episodes per step, temperature 1, one optimizer step per batch, fp32. Both start from
 the same weights: the preset briefly fine-tuned (`--warm-steps`) to answer in TRL's tool-call format,
 since an untrained policy never emits a parseable tool call and TRL would end every episode after one

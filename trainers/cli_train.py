@@ -168,8 +168,8 @@ def train_main(argv: Sequence[str]) -> int:
         if "vocab" in str(exc) or isinstance(exc, ConfigError):
             return _config_error(exc)
         raise
-    keys = ("eval_before_sft", "eval_before_rl", "eval_after_rl", "steps", "empty_steps",
-            "wall_seconds")
+    keys = ("eval_before_sft", "eval_before_rl", "eval_after_rl", "eval_after_rl_ci95",
+            "eval_distinct_episodes", "steps", "empty_steps", "wall_seconds")
     print(json.dumps({k: summary[k] for k in keys if k in summary}))
     print(f"summary: {cfg.run_dir / 'summary.json'}")
     return 0

@@ -5,6 +5,14 @@ else the seed-API episode's whole readable state (attributes, generators by thei
 the first observation. A key in both splits fails; a permutation test says how many a single
 pool would have shared (for the whole key or the one attribute that carries the split), which is
 the row's evidence; a state the check cannot read (a closure) is a skip that says so.
+
+A multi-turn env's held-out evaluation must cover at least `HELD_OUT_EPISODES` (100) distinct
+episodes (issue 23), so for one the row also counts the distinct test keys: when the sample above
+holds fewer, it draws more test seeds (up to `_COUNT_SEEDS`, within two more budgets) and, if
+still short, estimates the test split's size from its repeats (bias-corrected Chao1: seen + f1 *
+(f1 - 1) / (2 * (f2 + 1)), f1 and f2 the keys seen once and twice). An estimate under 100 fails
+the row for a native catalog env (`envs_catalog.ALL_SPECS`' sources), naming the count and the
+knobs to change; a bridged or third-party env's row reports it and passes as before.
 """
 
 from __future__ import annotations
@@ -16,7 +24,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_gym.checks.common import CheckRow, _make, _one_line, _Target
+from llm_gym.checks.common import _TEXT_ENV_OPTIONS, CheckRow, _make, _one_line, _Target
+
+HELD_OUT_EPISODES = 100  # distinct held-out episodes a multi-turn env's evaluation must cover
+_COUNT_SEEDS = 600  # test seeds drawn at most to count them (a split of 100 shows ~99.8)
 
 
 def _derived(value: Any) -> bool:
@@ -113,6 +124,19 @@ def _declared_task_key(source: Any, env: Any) -> Any:
     return fn(env) if callable(fn) else None
 
 
+def task_identity(source: Any, env: Any) -> str:
+    """A digest naming the task that `env`, a seed-API episode of `source` as `make_env` built
+    it, plays; equal digests, the same task. The source's declared `task_key(env)` when it
+    declares one, else the episode's readable state (attributes, generators by their state;
+    what cannot be read, a closure, counts as equal). Used to count the distinct episodes an
+    evaluation covered (`trainers.grpo.trainer.evaluate`)."""
+    declared = _declared_task_key(source, env)
+    if declared is not None:
+        return _digest_of(_state_of(declared, []))
+    return _digest_of({str(k): _state_of(v, [], f"env.{k}")
+                       for k, v in dict(getattr(env, "__dict__", {})).items()})
+
+
 @dataclass
 class _SplitKeys:
     tasks: list[str] = field(default_factory=list)  # per seed: episode state + first observation
@@ -185,6 +209,74 @@ def _shared_if_one_pool(train: list[str], test: list[str], rng, permutations: in
     return float(shared.mean()), float((shared == 0).mean())
 
 
+def _count_more_test_keys(target: _Target, test: _SplitKeys, budget_s: float,
+                          hard_stop_s: float | None) -> None:
+    """Add test keys of seeds len(test.tasks), ... to `test` until it holds `HELD_OUT_EPISODES`
+    distinct, `_COUNT_SEEDS` seeds, `budget_s` seconds or (past 2 seeds) `hard_stop_s`."""
+    env = _make(target, split="test")
+    try:
+        start, memo = time.perf_counter(), {}
+        for seed in range(len(test.tasks), _COUNT_SEEDS):
+            elapsed = time.perf_counter() - start
+            if (len(set(test.tasks)) >= HELD_OUT_EPISODES or elapsed > budget_s
+                    or (hard_stop_s is not None and elapsed > hard_stop_s)):
+                break
+            try:
+                _add_split_key(test, env, seed, memo)
+            except Exception as exc:
+                raise RuntimeError(f"reset(seed={seed}) on split='test' raised "
+                                   f"{_one_line(exc)}") from exc
+    finally:
+        env.close()
+
+
+def _estimated_size(keys: list[str]) -> float:
+    """Bias-corrected Chao1: how many distinct keys the pool `keys` were drawn from holds."""
+    from collections import Counter
+
+    counts = Counter(Counter(keys).values())
+    f1, f2 = counts.get(1, 0), counts.get(2, 0)
+    return len(set(keys)) + f1 * (f1 - 1) / (2 * (f2 + 1))
+
+
+def _native(target: _Target) -> bool:
+    """Whether the checked id runs a source of llm-gym's own catalog (not a bridge, not a
+    third-party package)."""
+    try:
+        from envs_catalog import ALL_SPECS
+    except ImportError:
+        return False
+    return target.source in {spec["source"] for spec in ALL_SPECS}
+
+
+def _held_out_count(target: _Target, test: _SplitKeys, source: Any, budget_s: float,
+                    hard_stop_s: float | None) -> tuple[str | None, str, dict[str, Any]]:
+    """For a multi-turn env: (a failure reason or None, a clause for the row, data). Draws more
+    test keys into a copy of `test` (the leak statistics compare equal samples)."""
+    test = _SplitKeys(tasks=list(test.tasks), declared=test.declared)
+    _count_more_test_keys(target, test, 2 * budget_s, hard_stop_s)
+    seeds, distinct = len(test.tasks), len(set(test.tasks))
+    data: dict[str, Any] = {"held_out_seeds": seeds, "held_out_distinct": distinct}
+    if distinct >= HELD_OUT_EPISODES:
+        return None, f"; {distinct} distinct held-out episodes in {seeds} test seeds (>= " \
+            f"{HELD_OUT_EPISODES} for a multi-turn evaluation)", data
+    estimate = _estimated_size(test.tasks)
+    data["held_out_estimate"] = round(estimate, 1)
+    counted = f"{distinct} distinct held-out episodes in {seeds} test seeds"
+    if estimate >= HELD_OUT_EPISODES:
+        return None, f"; {counted} (the sample is too small to tell whether the test split " \
+            f"holds {HELD_OUT_EPISODES}: about {estimate:.0f} by its repeats)", data
+    set_here = {k: v for k, v in target.overrides.items() if k not in _TEXT_ENV_OPTIONS}
+    knobs = sorted(getattr(getattr(source, "card", None), "difficulty_knobs", None) or {})
+    change = (f"change the knobs set here ({', '.join(f'{k}={v!r}' for k, v in set_here.items())})"
+              if set_here else f"change a knob that widens its task pool (its knobs: {knobs})")
+    short = (f"its test split gives only {counted} (about {estimate:.0f} in all), fewer than the "
+             f"{HELD_OUT_EPISODES} a multi-turn env's held-out evaluation needs")
+    if _native(target):
+        return f"{short}: {change}", "", data
+    return None, f"; warning: {short} (not failed: not a native catalog env)", data
+
+
 def _check_split(target: _Target, min_seeds: int = 48, max_seeds: int = 1000,
                  budget_s: float = 3.0, hard_stop_s: float | None = None,
                  source: Any = None) -> CheckRow:
@@ -228,6 +320,16 @@ def _check_split(target: _Target, min_seeds: int = 48, max_seeds: int = 1000,
                if opaque else "the task does not depend on the seed")
         return CheckRow("split", "skip", "warning: cannot tell: every seed gives the same "
                         f"episode state and first observation on each split: {why}", data)
+    held_out = ""
+    if source is not None and getattr(getattr(source, "card", None), "multi_turn", False):
+        try:
+            failure, held_out, counted = _held_out_count(target, test, source, budget_s,
+                                                         hard_stop_s)
+        except RuntimeError as exc:
+            return CheckRow("split", "fail", str(exc), data)
+        data.update(counted)
+        if failure:
+            return CheckRow("split", "fail", failure, data)
     rng = np.random.default_rng(0)
     mean, p_none = _shared_if_one_pool(train.tasks, test.tasks, rng)
     carrier = ""
@@ -247,7 +349,7 @@ def _check_split(target: _Target, min_seeds: int = 48, max_seeds: int = 1000,
         odds = ("no random re-split of the same draws shares none" if p_none == 0 else
                 f"{p_none:.1%} of random re-splits of the same draws share none")
         return CheckRow("split", "pass", f"{head}; one pool would share ~{mean:.1f}{by} "
-                        f"({odds})", data)
+                        f"({odds}){held_out}", data)
     # Name what makes every seed's task new (an opponent's generator, a generated question).
     fresh = [f"env.{name}" for name in sorted(set(train.parts) & set(test.parts))
              if len(set(train.parts[name]) | set(test.parts[name])) == 2 * n][:2]
@@ -256,4 +358,4 @@ def _check_split(target: _Target, min_seeds: int = 48, max_seeds: int = 1000,
         f"{head}; {len(set(train.tasks))} train / {len(set(test.tasks))} test distinct"
         + (f" ({' and '.join(fresh)} new for every seed)" if fresh else "")
         + f": one pool would share only ~{mean:.1f}, so this sample shows no leak but cannot "
-        "rule out a small one", data)
+        f"rule out a small one{held_out}", data)

@@ -293,9 +293,9 @@ def test_warm_start_picks_gold_episodes_for_a_multi_turn_env_and_references_othe
 
 def test_warm_start_with_validation_on_a_multi_turn_env():
     """The accuracy check runs multi-turn episodes; a split too small to hold the validation tasks
-    out (GuessNumber with 6 numbers) is reported as overlap rather than refused."""
+    out (the classic GuessNumber with 6 numbers) is reported as overlap rather than refused."""
     env_id = "llm/GuessNumber-v0"
-    knobs = {"max_number": 6, "max_turns": 3}
+    knobs = {"max_number": 6, "max_turns": 3, "range_starts": 1}
     if first_gold_case(_source(env_id, **knobs)) is None:
         env_id, knobs = GOLD_CALC, {"max_turns": 2}
     result = sft_warm_start(_tiny(), env_id=env_id, env_kwargs=knobs, max_steps=2, batch_size=2,

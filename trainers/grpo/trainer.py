@@ -88,6 +88,7 @@ if TYPE_CHECKING:
     from llm_gym.rl.data_processing import AdvantageScale, Credit
 
 EVAL_SEED = 1234  # evaluations of every run (any --seed) use the same held-out problems
+MIN_EVAL_EPISODES = 100  # distinct held-out episodes below which an evaluation warns (issue 23)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -599,12 +600,49 @@ class BatchProgress:
         self.bar.set_postfix_str(f"batch {self.batches}")
 
 
+def wilson_interval(successes: float, n: float, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (`successes` of `n`; z=1.96: 95%): unlike the
+    normal approximation it stays inside [0, 1] and is not empty at 0 or n successes. (0, 1)
+    for n = 0."""
+    if n <= 0:
+        return (0.0, 1.0)
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return (max(0.0, centre - half), min(1.0, centre + half))
+
+
+def eval_task_keys(builders: Sequence, groups: Sequence[TrajectoryGroup]) -> list[str]:
+    """The held-out task of each evaluated episode, to count the distinct ones: for an llm-gym
+    source's groups, `llm_gym.checks.task_identity` of the episode each group's seed draws (its
+    declared `task_key`, else its state); for any other env, the first observation's tokens."""
+    from llm_gym.checks import task_identity
+    from llm_gym.rl.types import release_env
+    from llm_gym.text_env import seeded_np_random
+    from llm_gym.wrappers.source import SourceEnvGroupBuilder
+
+    if builders and all(isinstance(b, SourceEnvGroupBuilder) and isinstance(b.seed, int)
+                        for b in builders):
+        keys = []
+        for b in builders:
+            env = b.source.make_env(seeded_np_random(b.seed)[0])
+            keys.append(task_identity(b.source, env))
+            release_env(env)
+        return keys
+    return [",".join(map(str, t.transitions[0].ob.to_ints())) for g in groups
+            for t in g.trajectories_G if t.transitions]
+
+
 def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: int | None = None,
-             desc: str = "eval") -> dict[str, float]:
+             desc: str = "eval") -> dict[str, Any]:
     """Greedy accuracy and mean reward on `n_problems` held-out (`split="test"`) problems (one
-    episode each); ranks split the problems and the counts are summed. With `cfg.progress` the
-    main process shows a bar of its episodes, labelled `desc`, advanced as each sampler batch
-    finishes them (`BatchProgress`)."""
+    episode each); ranks split the problems and the counts are summed. Also `accuracy_ci95`, the
+    95% Wilson score interval of the accuracy over the episodes (iid draws of held-out tasks),
+    and `distinct_episodes`, how many different held-out tasks they played (`eval_task_keys`):
+    fewer than `MIN_EVAL_EPISODES` makes the accuracy a statement about a handful of tasks. With
+    `cfg.progress` the main process shows a bar of its episodes, labelled `desc`, advanced as
+    each sampler batch finishes them (`BatchProgress`)."""
+    from accelerate.utils import gather_object
     from tqdm.auto import tqdm
 
     n = n_problems or cfg.eval_problems
@@ -630,8 +668,30 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
     t = accelerator.reduce(torch.tensor([s["correct_sum"], s["reward_sum"], s["episodes"]],
                                         device=accelerator.device, dtype=torch.float64), "sum")
     correct, reward, episodes = t.tolist()
+    distinct = len(set(gather_object(eval_task_keys(builders, groups))))
     return {"accuracy": correct / max(episodes, 1), "reward": reward / max(episodes, 1),
-            "problems": int(episodes)}
+            "problems": int(episodes), "accuracy_ci95": list(wilson_interval(correct, episodes)),
+            "distinct_episodes": distinct}
+
+
+def eval_metrics(ev: dict[str, Any]) -> dict[str, Any]:
+    """An evaluation's logged metrics: `eval/accuracy`, `eval/reward` and, when it has them, the
+    interval's ends `eval/accuracy_ci95_low` / `_high` and `eval/distinct_episodes`."""
+    out = {"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]}
+    if "accuracy_ci95" in ev:
+        out["eval/accuracy_ci95_low"], out["eval/accuracy_ci95_high"] = ev["accuracy_ci95"]
+    if "distinct_episodes" in ev:
+        out["eval/distinct_episodes"] = ev["distinct_episodes"]
+    return out
+
+
+def few_eval_episodes_message(env_id: str, distinct: int, problems: int) -> str:
+    """The one-line warning of an evaluation that covered fewer than `MIN_EVAL_EPISODES`
+    distinct held-out episodes."""
+    return (f"the held-out evaluation of {env_id} covered only {distinct} distinct episodes "
+            f"({problems} problems), fewer than {MIN_EVAL_EPISODES}: its accuracy describes a "
+            f"handful of tasks; raise --eval-problems or widen the env's test split "
+            f"(--env-kwargs; `llm-gym check {env_id} --only split` counts it)")
 
 
 def empty_steps_hint(sft_steps: int) -> str:
@@ -760,13 +820,31 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
 
     # --- SFT warm start (skipped when resuming: the checkpoint already holds the weights) -----
     summary: dict[str, Any] = {"env": cfg.env, "model": cfg.model, "loss": cfg.loss, "seed": cfg.seed}
+    warned_few_episodes = False
+
+    def run_eval(desc: str) -> dict[str, Any]:
+        """`evaluate`, warning (once a run) when it covered few distinct held-out episodes."""
+        nonlocal warned_few_episodes
+        ev = evaluate(cfg, model, accelerator, stop_ids, pad_id, desc=desc)
+        distinct = ev.get("distinct_episodes")
+        if is_main and not warned_few_episodes and distinct is not None \
+                and distinct < MIN_EVAL_EPISODES:
+            warned_few_episodes = True
+            from tqdm.auto import tqdm as _tqdm
+
+            with _tqdm.external_write_mode():  # on its own line, not over a progress bar
+                warnings.warn(few_eval_episodes_message(cfg.env, distinct, ev["problems"]))
+        return ev
+
+    before_rl: dict[str, Any] | None = None
     if ckpt is None:
         if cfg.sft_steps > 0:
-            summary["eval_before_sft"] = evaluate(cfg, model, accelerator, stop_ids, pad_id,
-                                                  desc="eval before SFT")["accuracy"]
+            summary["eval_before_sft"] = run_eval("eval before SFT")["accuracy"]
             summary.update(run_sft(cfg, model, accelerator))
-        summary["eval_before_rl"] = evaluate(cfg, model, accelerator, stop_ids, pad_id,
-                                             desc="eval before RL")["accuracy"]
+        before_rl = run_eval("eval before RL")
+        summary["eval_before_rl"] = before_rl["accuracy"]
+        if "accuracy_ci95" in before_rl:
+            summary["eval_before_rl_ci95"] = before_rl["accuracy_ci95"]
     # The handover: SFT's last gradient must not be applied by RL's fresh optimizer.
     model.zero_grad(set_to_none=True)
 
@@ -815,8 +893,8 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     logger = MetricsLogger(run_dir, enabled=is_main, tensorboard=cfg.tensorboard,
                            wandb_project=cfg.wandb_project, config=cfg.to_dict(),
                            resume_step=start_step if ckpt is not None else None)
-    if ckpt is None and "eval_before_rl" in summary:
-        logger.log(0, {"eval/accuracy": summary["eval_before_rl"]})
+    if before_rl is not None:
+        logger.log(0, {k: v for k, v in eval_metrics(before_rl).items() if k != "eval/reward"})
     # Held-out accuracy shown beside the training accuracy on the bar: the latest evaluation
     # (before RL, or the last one before the checkpoint a resumed run starts from).
     last_eval = summary.get("eval_before_rl")
@@ -917,8 +995,8 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it
         step_metrics["empty_steps"] = empty_steps
         if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-            ev = evaluate(cfg, model, accelerator, stop_ids, pad_id, desc=f"eval at step {done}")
-            step_metrics.update({"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
+            ev = run_eval(f"eval at step {done}")
+            step_metrics.update(eval_metrics(ev))
             last_eval = ev["accuracy"]
         logger.log(done, step_metrics)
         eval_postfix: dict[str, Any] = {} if last_eval is None else {"eval": f"{last_eval:.2f}"}
@@ -931,13 +1009,17 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
 
     # --- final eval, checkpoint, summary ------------------------------------------------------
     if not already_finished:
-        ev = evaluate(cfg, model, accelerator, stop_ids, pad_id, desc="final eval")
+        ev = run_eval("final eval")
         summary.update({
             "eval_after_rl": ev["accuracy"], "eval_after_rl_reward": ev["reward"],
             "eval_problems": ev["problems"], "steps": cfg.steps,
             "final_train_reward": step_metrics.get("reward"),
         })
-        logger.log(cfg.steps, {"eval/accuracy": ev["accuracy"], "eval/reward": ev["reward"]})
+        if "accuracy_ci95" in ev:
+            summary["eval_after_rl_ci95"] = ev["accuracy_ci95"]
+        if "distinct_episodes" in ev:
+            summary["eval_distinct_episodes"] = ev["distinct_episodes"]
+        logger.log(cfg.steps, eval_metrics(ev))
         summary.update(elapsed())
         _save(cfg, accelerator, model, optimizer, scheduler, ref_model, cfg.steps, summary,
               {k: summary[k] for k in clock}, finished=True, dataset=dataset)

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import pytest
 
-from envs_catalog.games.guess_number import GuessNumberSource, held_out_secrets
+from envs_catalog.games.guess_number import GuessNumberSource, held_out_tasks
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
 from llm_gym.completers import TokenCompleter
 from llm_gym.renderers.continuation import Continuation
@@ -27,15 +27,22 @@ def encode_reply(renderer_name: str, text: str) -> list[int]:
 
 
 class BinarySearch(TokenCompleter):
-    """Reads the last feedback from the observation text and bisects."""
+    """Reads the range from the intro and the last feedback from the observation text, and
+    bisects."""
 
     def __init__(self, renderer_name: str, max_number: int):
-        self.renderer_name, self.lo, self.hi, self.last = renderer_name, 1, max_number, None
+        self.renderer_name, self.max_number, self.last = renderer_name, max_number, None
+        self.lo = self.hi = 0
 
     async def __call__(self, model_input, stop, *, max_tokens=None):
         text = TOK.decode(model_input.to_ints())
         tail = text[-40:]
-        if self.last is not None:
+        if self.last is None:
+            found = re.search(r"from (\d+) to (\d+)\.", text)
+            assert found, text
+            self.lo, self.hi = int(found.group(1)), int(found.group(2))
+            assert self.hi - self.lo + 1 == self.max_number  # the range holds max_number numbers
+        else:
             if "Higher" in tail:
                 self.lo = self.last + 1
             elif "Lower" in tail:
@@ -131,10 +138,15 @@ def play(src, seed, replies):
     return asyncio.run(go())
 
 
+def lowest_wrong(env) -> int:
+    """The range's lowest number that is not the secret: a valid wrong guess ("Higher.")."""
+    return env.range_start if env.secret != env.range_start else env.range_start + 1
+
+
 def test_wrong_guesses_until_out_of_turns_score_zero():
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=3)
     env = src.make_env(np.random.default_rng(0))
-    wrong = 1 if env.secret != 1 else 2
+    wrong = lowest_wrong(env)
     env, obs, results = play(src, 0, [encode_reply("chatml", str(wrong))] * 5)
     assert len(results) == 3 and results[-1].episode_done
     assert [r.reward for r in results] == [0.0, 0.0, 0.0]
@@ -149,7 +161,8 @@ def test_wrong_guesses_until_out_of_turns_score_zero():
      TOK.encode("1") + [256] + TOK.encode("5") + [IM_END]],  # "1<|pad|>5" is two numbers, not 15
 )
 def test_invalid_turns_are_penalised_and_the_game_continues(bad_action):
-    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=4)
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=4,
+                            range_starts=1)  # the classic 1..20, where 99 is out of range
     env = src.make_env(np.random.default_rng(1))
     _, obs, results = play(src, 1, [bad_action, encode_reply("chatml", str(env.secret))])
     assert results[0].reward == pytest.approx(-0.1) and results[0].metrics["invalid"] == 1.0
@@ -177,18 +190,66 @@ def test_determinism_and_variety():
     assert obs_a == obs_b and [r.reward for r in res_a] == [r.reward for r in res_b]
 
 
-@pytest.mark.parametrize("max_number", [4, 5, 6, 20, 50, 1000])
-def test_splits_are_disjoint_and_cover_all_secrets(max_number):
-    train, test = held_out_secrets(max_number, "train"), held_out_secrets(max_number, "test")
-    assert train and test and not set(train) & set(test)
-    assert sorted(train + test) == list(range(1, max_number + 1))
-    src = GuessNumberSource(renderer=RENDERERS["chatml"], split="test", max_number=max_number)
-    assert {src.make_env(np.random.default_rng(s)).secret for s in range(50)} <= set(test)
+def _task_keys(split, seeds, **knobs):
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], split=split, **knobs)
+    return [tuple(src.task_key(src.make_env(np.random.default_rng(s)))) for s in seeds]
+
+
+@pytest.mark.parametrize("max_number, range_starts",
+                         [(4, 1), (5, 1), (6, 1), (20, 1), (50, 1), (1000, 1), (4, 3), (20, 100)])
+def test_splits_are_disjoint_and_cover_all_tasks(max_number, range_starts):
+    knobs = {"max_number": max_number, "range_starts": range_starts}
+    test = held_out_tasks(max_number, range_starts)
+    every = {(start, start + k) for start in range(1, range_starts + 1) for k in range(max_number)}
+    assert test and set(test) < every  # never empty, and some task is left to train on
+    assert len(test) == max(1, len(every) // 10)
+    assert set(_task_keys("test", range(50), **knobs)) <= set(test)
+    train = _task_keys("train", range(200), **knobs)
+    assert not set(train) & set(test)
+    for start, secret in train:
+        assert 1 <= start <= range_starts and start <= secret < start + max_number
+
+
+def test_the_held_out_split_has_at_least_100_distinct_tasks_at_the_defaults():
+    """Issue 23: a held-out evaluation at the default knobs covers >= 100 distinct episodes."""
+    test = held_out_tasks(20, 100)
+    assert len(test) == 200 and len({start for start, _ in test}) > 50
+    drawn = set(_task_keys("test", range(1500)))
+    assert len(drawn) >= 100 and drawn <= set(test)
+    assert not drawn & set(_task_keys("train", range(1500)))  # disjoint by task key
+
+
+def test_range_starts_1_is_the_classic_game():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], range_starts=1)
+    for seed in range(30):
+        env = src.make_env(np.random.default_rng(seed))
+        assert (env.range_start, env.range_end) == (1, 20) and 1 <= env.secret <= 20
+    ob, _ = asyncio.run(src.make_env(np.random.default_rng(0)).initial_observation())
+    assert "Guess my number from 1 to 20. " in TOK.decode(ob.to_ints())
+    assert set(_task_keys("train", range(300), range_starts=1)) | set(held_out_tasks(20, 1)) == {
+        (1, s) for s in range(1, 21)}
+
+
+def test_guesses_outside_the_drawn_range_are_invalid():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_turns=4)
+    seed = next(s for s in range(100) if src.make_env(np.random.default_rng(s)).range_start > 1)
+    env = src.make_env(np.random.default_rng(seed))
+    below, above = env.range_start - 1, env.range_end + 1
+    _, obs, results = play(src, seed, [encode_reply("chatml", str(below)),
+                                       encode_reply("chatml", str(above)),
+                                       encode_reply("chatml", str(env.secret))])
+    assert [r.metrics["invalid"] for r in results] == [1.0, 1.0, 0.0]
+    assert [r.reward for r in results] == [pytest.approx(-0.1), pytest.approx(-0.1), 1.0]
+    assert (f"Invalid. Reply with one whole number from {env.range_start} to {env.range_end}."
+            in TOK.decode(obs[1].to_ints()))
 
 
 @pytest.mark.parametrize(
     "knobs,pattern",
     [({"max_number": 3}, r"max_number must be in \[4, 10000\], got 3"),
+     ({"range_starts": 0}, r"range_starts must be in \[1, 1000\], got 0"),
+     ({"max_number": 5000, "range_starts": 201},
+      r"max_number \* range_starts must be at most 1,000,000.*5000 \* 201; lower range_starts"),
      ({"max_turns": 0}, r"max_turns must be in \[1, 100\], got 0"),
      ({"invalid_penalty": -1}, r"invalid_penalty must be in"),
      ({"max_numbr": 10}, r"unexpected keyword argument 'max_numbr'.*Did you mean: 'max_numbr' -> 'max_number'")],
@@ -200,8 +261,11 @@ def test_bad_knobs_are_named(knobs, pattern):
 
 def test_prompt_states_the_rules():
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=50, max_turns=7)
-    ob, _ = asyncio.run(src.make_env(np.random.default_rng(0)).initial_observation())
-    assert re.search(r"from 1 to 50\..*You have 7 guesses", TOK.decode(ob.to_ints()))
+    env = src.make_env(np.random.default_rng(0))
+    ob, _ = asyncio.run(env.initial_observation())
+    found = re.search(r"from (\d+) to (\d+)\..*You have 7 guesses", TOK.decode(ob.to_ints()))
+    assert found and (int(found.group(1)), int(found.group(2))) == (env.range_start, env.range_end)
+    assert env.range_end - env.range_start + 1 == 50
 
 
 def test_a_huge_action_ends_the_game_instead_of_growing_the_observation():
@@ -220,7 +284,7 @@ def test_context_cap_ends_a_long_game_with_the_turns_reward():
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=100,
                             max_context_tokens=400)
     env = src.make_env(np.random.default_rng(0))
-    wrong = 1 if env.secret != 1 else 2
+    wrong = lowest_wrong(env)
     env, obs, results = play(src, 0, [encode_reply("chatml", str(wrong))] * 100)
     assert results[-1].episode_done and len(results) < 100
     assert results[-1].reward == 0.0 and results[-1].metrics["context_exceeded"] == 1.0
@@ -232,7 +296,7 @@ def test_stop_reasons_of_solved_and_out_of_turns_games():
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=1)
     env = src.make_env(np.random.default_rng(2))
     _, _, solved = play(src, 2, [encode_reply("chatml", str(env.secret))])
-    wrong = 1 if env.secret != 1 else 2
+    wrong = lowest_wrong(env)
     _, _, lost = play(src, 2, [encode_reply("chatml", str(wrong))])
     assert solved[0].logs["stop_reason"] == "solved" and solved[0].metrics["context_exceeded"] == 0.0
     assert lost[0].logs["stop_reason"] == "out_of_turns" and lost[0].metrics["solved"] == 0.0
@@ -240,7 +304,7 @@ def test_stop_reasons_of_solved_and_out_of_turns_games():
 
 @pytest.mark.parametrize("reply", ["seven", "My guess is seven.", "Answer: 7", "\\boxed{7}"])
 def test_guesses_in_words_and_marked_forms_are_read(reply):
-    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20)
+    src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, range_starts=1)
     seed = next(s for s in range(200) if src.make_env(np.random.default_rng(s)).secret == 7)
     _, _, results = play(src, seed, [encode_reply("chatml", reply)])
     assert results[0].reward == 1.0 and results[0].metrics["solved"] == 1.0
@@ -289,11 +353,11 @@ def test_scripted_cases_score_as_declared(renderer_name, split):
                 assert outcome.episode_return == pytest.approx(GN_EXPECTED[case.name]), case.name
 
 
-def _play_script(renderer_name, secret, max_number, max_turns, reply):
-    """Play `reply(env, observation_text)` on a game with a chosen secret; (return, turns)."""
+def _play_script(renderer_name, secret, max_number, max_turns, reply, range_start=1):
+    """Play `reply(env, observation_text)` on a game with a chosen task; (return, turns)."""
     renderer = RENDERERS[renderer_name]
     env = GuessNumberEnv(renderer, secret, max_number=max_number, max_turns=max_turns,
-                         invalid_penalty=0.1)
+                         invalid_penalty=0.1, range_start=range_start)
 
     async def go():
         ob, stop = await env.initial_observation()
@@ -321,6 +385,15 @@ def test_transcript_bisection_wins_every_secret_within_the_log_bound(renderer_na
         assert total == 1.0 and turns <= needed and last.metrics["solved"] == 1.0, secret
 
 
+def test_the_gold_case_wins_every_held_out_task_within_its_turn_budget():
+    """All 200 held-out tasks at the defaults (20 numbers, 100 range starts): binary search from
+    the transcript wins each within ceil(log2(21)) = 5 guesses, fewer than the 8 allowed."""
+    gold = GN_CASES["binary search from the transcript"]
+    for start, secret in held_out_tasks(20, 100):
+        total, turns, last = _play_script("chatml", secret, 20, 8, gold.reply, range_start=start)
+        assert (total, last.metrics["solved"]) == (1.0, 1.0) and turns <= 5, (start, secret)
+
+
 def test_bisect_from_transcript_reads_guesses_and_feedback_in_order():
     intro = "Guess my number from 1 to 20. After each guess I say Higher or Lower. You have 8 " \
             "guesses. Reply with just the number."
@@ -333,6 +406,9 @@ def test_bisect_from_transcript_reads_guesses_and_feedback_in_order():
     mixed = intro + "\n\nAssistant: pass\n\nUser: Invalid. Reply with one whole number from 1 to " \
                     "20.\n\nAssistant: 10\n\nUser: Lower.\n\n"
     assert bisect_from_transcript(mixed) == 5
+    shifted = intro.replace("from 1 to 20", "from 37 to 56") + "\n\nAssistant: 46\n\nUser: Higher.\n\n"
+    assert bisect_from_transcript(shifted.split("\n\nAssistant")[0]) == 46
+    assert bisect_from_transcript(shifted) == 51
     with pytest.raises(ValueError, match="intro"):
         bisect_from_transcript("no game here")
 

@@ -57,7 +57,7 @@ class BinarySearch:
     """Guess-the-number by halving, with one garbage reply after the first 'Lower.'."""
 
     def __init__(self, intro: str):
-        self.low, self.high = 1, int(re.search(r"from 1 to (\d+)", intro).group(1))
+        self.low, self.high = map(int, re.search(r"from (\d+) to (\d+)", intro).groups())
         self.last: int | None = None
         self.garbage_sent = False
 
@@ -152,7 +152,7 @@ def test_generic_client_and_http_endpoints(math_server):
 
 
 def test_environment_without_server_and_bad_inputs():
-    env = adapter.LLMGymEnvironment(GUESS, max_number=8)
+    env = adapter.LLMGymEnvironment(GUESS, max_number=8, range_starts=1)  # the classic 1..8
     obs = env.reset(seed=5)
     assert obs.text.startswith("Guess my number from 1 to 8") and not obs.done
     obs = env.step(adapter.TextAction(message="not a number at all"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 
 import gymnasium as gym
@@ -128,9 +129,11 @@ def test_text_environment_follows_trl_environment_contract():
     assert tools == ["act"]
     row = ds[0]
     intro = env.reset(**row)
-    assert "Guess my number from 1 to 8" in intro and "<|im_start|>" not in intro
+    found = re.search(r"Guess my number from (\d+) to (\d+)\.", intro)
+    assert found and "<|im_start|>" not in intro
+    low, high, replies = int(found.group(1)), int(found.group(2)), []
+    assert high - low + 1 == 8  # max_number=8: a range of 8 numbers
     # Binary search by text only, through the tool; the env's own step grades each message.
-    low, high, replies = 1, 8, []
     while not env.done:
         guess = (low + high) // 2
         reply = env.act(str(guess))

@@ -115,8 +115,9 @@ def math_policy(messages):
 def guess_policy(messages):
     """Binary search over the conversation so far, except one garbage reply after the first
     'Lower.' (an invalid turn, which costs the env's penalty)."""
-    high = int(re.search(r"from 1 to (\d+)", _content(messages[0 if messages[0]["role"] != "system" else 1])).group(1))
-    low, last, garbage_sent = 1, None, False
+    intro = _content(messages[0 if messages[0]["role"] != "system" else 1])
+    low, high = map(int, re.search(r"from (\d+) to (\d+)", intro).groups())
+    last, garbage_sent = None, False
     for m in messages:
         text = _content(m)
         if m["role"] == "assistant":
@@ -203,7 +204,8 @@ def test_multi_turn_env_plays_the_user(tmp_path):
         assert reward == pytest.approx(gym_return(GUESS, trace.task.data.task_seed, replies, **knobs))
         # the env's replies reached the model as plain user turns, no chat markup
         users = [n.message.content for n in trace.nodes if n.message.role == "user"]
-        assert users[0].startswith("Guess my number from 1 to 16")
+        low, high = map(int, re.match(r"Guess my number from (\d+) to (\d+)\.", users[0]).groups())
+        assert high - low + 1 == 16
         assert all(u in ("Higher.", "Lower.") or u.startswith("Invalid") for u in users[1:])
         assert not any("<|im_start|>" in u for u in users)
         rewards.append(reward)

@@ -75,10 +75,10 @@ class GamePolicy(TokenCompleter):
         if boards:
             cell = next(c for c in boards[-1] if c.isdigit())
             return f"My move: {cell}" if self.split else cell
-        top = re.findall(r"from 1 to (\d+)", text)
+        top = re.findall(r"from (\d+) to (\d+)", text)
         if top:
             if self.hi is None:
-                self.hi = int(top[0])
+                self.lo, self.hi = int(top[0][0]), int(top[0][1])
             tail = text[-80:]
             if self.last is not None:
                 if "Higher" in tail:

@@ -331,7 +331,8 @@ class NoKnobs(EnvSource):
 @pytest.mark.parametrize("env, knobs, options, message", [
     (GUESS, {"max_numbr": [8, 16]}, {},
      r"^llm/GuessNumber-v0 has no knob 'max_numbr'; its knobs are \['invalid_penalty', "
-     r"'max_context_tokens', 'max_number', 'max_turns'\]\. Did you mean: 'max_number'\?$"),
+     r"'max_context_tokens', 'max_number', 'max_turns', 'range_starts'\]\. Did you mean: "
+     r"'max_number'\?$"),
     (GUESS, {"max_number": [8, 2]}, {},
      r"^llm/GuessNumber-v0 rejects curriculum level 1 \(max_number=2\): max_number must be in "
      r"\[4, 10000\], got 2$"),

@@ -27,6 +27,8 @@ from llm_gym.wrappers.tool_actions import (  # noqa: E402
 
 ENV_ID = "llm/GuessNumber-v0"
 ACT_ID = register_tool_actions(ENV_ID)
+# The episodes below script guesses for the classic game, 1..max_number (range_starts=1).
+CLASSIC = {"range_starts": 1}
 END = "<|im_end|>"
 
 
@@ -82,6 +84,9 @@ class _TRLLoop:
 
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
                               has_tool_images=False):
+        # Past the script TRL gets one plain END turn, which ends its loop; being asked again means
+        # the loop runs on (it allows 10**9 iterations here): fail instead of growing without end.
+        assert self.generated <= len(self._script), "TRL's loop asked for turns past the script's end"
         turn = self._script[self.generated] if self.generated < len(self._script) else END
         self.generated += 1
         ids = self._tokenizer(turn, add_special_tokens=False)["input_ids"]
@@ -96,6 +101,7 @@ def trl_episode(tok, task_seed, turns, *, max_iterations=None, max_completion_le
 
     from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
 
+    knobs = {**CLASSIC, **knobs}
     env = TextEnvironment(ENV_ID, **knobs)
     row = dict(multi_turn_dataset(ENV_ID, 1, seed=0, **knobs)[0], task_seed=task_seed)
     prompt = [dict(m) for m in row["prompt"]]
@@ -116,7 +122,7 @@ def trl_episode(tok, task_seed, turns, *, max_iterations=None, max_completion_le
 def our_episode(path, task_seed, turns, tok, **knobs):
     """Our episode for the same scripted turns through `gym.make`: every observation, the rewards,
     the info of every step. Asserts the prefix property on every continuing step."""
-    env = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", **knobs)
+    env = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", **{**CLASSIC, **knobs})
     ob, info = env.reset(seed=task_seed)
     obs, actions, rewards, infos = [ob.tolist()], [], [], []
     for turn in turns:
@@ -179,11 +185,11 @@ def test_ids_and_bad_configuration():
 
 def test_prompt_is_hf_apply_chat_template_with_tools(qwen3):
     path, tok = qwen3
-    env = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", max_number=50)
+    env = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", max_number=50, **CLASSIC)
     ob, info = env.reset(seed=3)
     text = "Guess my number from 1 to 50. After each guess I say Higher or Lower. You have 8 " \
            "guesses. Reply with just the number."
-    inner = gym.make(ENV_ID, tokenizer=path, renderer="chat_template", max_number=50)
+    inner = gym.make(ENV_ID, tokenizer=path, renderer="chat_template", max_number=50, **CLASSIC)
     assert text in inner.reset(seed=3)[1]["text"]  # the plain env's opening
     tools = [{"type": "function", "function": dict(ACT_TOOL)}]
     expected = tok.apply_chat_template([{"role": "user", "content": DEFAULT_INSTRUCTION + text}],
@@ -196,7 +202,7 @@ def test_prompt_is_hf_apply_chat_template_with_tools(qwen3):
 def test_scripted_win_matches_trl_and_the_plain_env(qwen3):
     path, tok = qwen3
     seed = 11
-    probe = gym.make(ACT_ID, tokenizer=path, renderer="chat_template")
+    probe = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", **CLASSIC)
     probe.reset(seed=seed)
     secret = probe.unwrapped.current_env.env.secret
     lo, hi, guesses = 1, 20, []
@@ -213,7 +219,7 @@ def test_scripted_win_matches_trl_and_the_plain_env(qwen3):
     assert "The episode is over. Total reward: 1." in tok.decode(obs[-1])
     assert infos[-1]["metrics"]["stop/completed"] == 1.0
     # The plain env, played with the same guesses, has the same return.
-    plain = gym.make(ENV_ID, tokenizer=path, renderer="chat_template")
+    plain = gym.make(ENV_ID, tokenizer=path, renderer="chat_template", **CLASSIC)
     plain.reset(seed=seed)
     end = tok.convert_tokens_to_ids(END)
     total = 0.0
@@ -300,7 +306,8 @@ def test_completion_budget_matches_trl(qwen3, budget, reason):
 
 def test_after_done_end_stops_with_the_wrapped_env(qwen3):
     path, tok = qwen3
-    env = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", max_turns=2, after_done="end")
+    env = gym.make(ACT_ID, tokenizer=path, renderer="chat_template", max_turns=2, after_done="end",
+                   **CLASSIC)
     env.reset(seed=0)
     secret = env.unwrapped.current_env.env.secret
     wrong = str(1 if secret != 1 else 2)

@@ -25,12 +25,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = "llm/GuessNumber-v0"
 # The classic game (secrets 1..8, range_starts=1), as in the issue's report; its train split is 7
 # secrets, so the fixed evaluation set repeats them (64 groups of 4 episodes).
 KNOBS = {"max_number": 8, "max_turns": 4, "range_starts": 1}
+EVAL_SEED = 4321  # the fixed evaluation set's tasks and sampling
 # The issue's run: 30 GRPO steps of 4 groups x 8 (the CLI's fitted defaults otherwise).
 BASE_FLAGS = ["--group-size", "8", "--groups-per-batch", "4"]
 SETTINGS: dict[str, list[str]] = {
@@ -74,37 +76,9 @@ def sft_start(seed: int, out: Path, sft_steps: int, band: tuple[float, float] | 
     return {k: info[k] for k in ("sft_steps_run", "sft_stopped_reason", "sft_val_accuracy")}
 
 
-def evaluate(model_dir: Path, groups: int, group_size: int, seed: int = 4321) -> dict:
-    """Solve rate of `model_dir` on the fixed evaluation set (temperature 1)."""
-    import torch
-
-    from llm_gym.rl.outcome import episode_correct
-    from trainers.cli_train import config_and_explicit
-    from trainers.grpo.fit import fit_to_env
-    from trainers.grpo.trainer import (env_tokenizer_and_stops, make_dataset, make_sampler,
-                                       rollout_groups, rollout_limits)
-    from transformers import AutoModelForCausalLM
-
-    cfg, explicit = config_and_explicit(_train_argv(0, ["--no-sft"]))
-    cfg.validate()
-    fit_to_env(cfg, explicit)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
-    _, stop_ids = env_tokenizer_and_stops(cfg)
-    builders = list(make_dataset(cfg, "train", groups, group_size, seed).get_batch(0))
-    sampler = make_sampler(cfg, model, torch.device("cpu"), stop_ids, 0, 1.0, seed,
-                           groups * group_size)
-    with torch.no_grad():
-        out = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
-    per_group = [sum(episode_correct(t) for t in g.trajectories_G) / len(g.trajectories_G) for g in out]
-    return {"solve_rate": sum(per_group) / len(per_group), "per_group": per_group}
-
-
-def feedback_following(model_dir: Path, groups: int = 32, group_size: int = 8) -> dict[str, float]:
-    """How often `model_dir`'s next guess follows the feedback on its previous one (temperature 1,
-    train split, the evaluation's seed): after "Higher." a larger number, after "Lower." a smaller
-    one. A policy that ignores the feedback plays one fixed sequence (4, 6, 7, 8) whatever it hears."""
-    import re
-
+def _rollouts(model_dir: Path, groups: int, group_size: int, seed: int) -> tuple[Any, list]:
+    """The env's tokenizer and `groups` x `group_size` episodes of `model_dir` at temperature 1 on
+    train-split tasks drawn with `seed` (the same tasks for every policy)."""
     import torch
 
     from trainers.cli_train import config_and_explicit
@@ -118,10 +92,28 @@ def feedback_following(model_dir: Path, groups: int = 32, group_size: int = 8) -
     fit_to_env(cfg, explicit)
     model = AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=torch.float32).eval()
     tok, stop_ids = env_tokenizer_and_stops(cfg)
-    builders = list(make_dataset(cfg, "train", groups, group_size, 4321).get_batch(0))
-    sampler = make_sampler(cfg, model, torch.device("cpu"), stop_ids, 0, 1.0, 4321, groups * group_size)
+    builders = list(make_dataset(cfg, "train", groups, group_size, seed).get_batch(0))
+    sampler = make_sampler(cfg, model, torch.device("cpu"), stop_ids, 0, 1.0, seed, groups * group_size)
     with torch.no_grad():
-        out = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
+        return tok, rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
+
+
+def evaluate(model_dir: Path, groups: int, group_size: int, seed: int = EVAL_SEED) -> dict:
+    """Solve rate of `model_dir` on the fixed evaluation set (temperature 1)."""
+    from llm_gym.rl.outcome import episode_correct
+
+    _, out = _rollouts(model_dir, groups, group_size, seed)
+    per_group = [sum(episode_correct(t) for t in g.trajectories_G) / len(g.trajectories_G) for g in out]
+    return {"solve_rate": sum(per_group) / len(per_group), "per_group": per_group}
+
+
+def feedback_following(model_dir: Path, groups: int = 32, group_size: int = 8) -> dict[str, float]:
+    """How often `model_dir`'s next guess follows the feedback on its previous one (temperature 1,
+    train split, the evaluation's seed): after "Higher." a larger number, after "Lower." a smaller
+    one. A policy that ignores the feedback plays one fixed sequence (4, 6, 7, 8) whatever it hears."""
+    import re
+
+    tok, out = _rollouts(model_dir, groups, group_size, EVAL_SEED)
     counts = {"Higher.": [0, 0], "Lower.": [0, 0]}  # feedback -> [followed, next guess read]
     for group in out:
         for traj in group.trajectories_G:

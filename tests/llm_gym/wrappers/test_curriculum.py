@@ -175,22 +175,31 @@ def test_gold_policy_climbs_the_ladder_and_a_hopeless_one_falls_to_the_bottom():
     assert falling.level == 0
 
 
-def test_the_grpo_trainer_logs_the_level_of_each_step(tmp_path):
-    """No trainer change: `train(cfg, dataset=...)` logs `env/curriculum/...` (its mean over the
-    step's episodes of their last transition's metrics) in metrics.jsonl; a random tiny model
-    solves nothing, so the level falls by one each step (4 episodes a step = min_episodes)."""
+def train_on_a_falling_curriculum(tmp_path, **cfg_fields):
+    """`train(cfg, dataset=...)` of the tiny model on GuessNumber with a curriculum that starts at
+    its top level (512 numbers): a random model solves nothing, so the level falls one a step (4
+    episodes a step = min_episodes). Returns (cfg, dataset)."""
     from trainers.grpo import trainer
     from trainers.grpo.config import GRPOConfig
 
-    cfg = GRPOConfig(model="tiny", env=GUESS, sft_steps=0, group_size=2, groups_per_batch=2,
-                     max_tokens=2, max_turns=2, eval_problems=2, steps=3, output_dir=str(tmp_path),
-                     progress=False, seed=0)
+    cfg = GRPOConfig(**{**dict(model="tiny", env=GUESS, sft_steps=0, group_size=2, groups_per_batch=2,
+                               max_tokens=2, max_turns=2, eval_problems=2, output_dir=str(tmp_path),
+                               progress=False, seed=0), **cfg_fields})
     dataset = CurriculumRLDataset(cfg.env, Curriculum({"max_number": [8, 64, 512]}, window=4,
                                                       min_episodes=4, start_level=2),
                                   cfg.groups_per_batch, cfg.group_size, cfg.seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # "trained on no datum": every group's rewards are equal
         trainer.train(cfg, dataset=dataset)
+    return cfg, dataset
+
+
+def test_the_grpo_trainer_logs_the_level_of_each_step(tmp_path):
+    """No trainer change: `train(cfg, dataset=...)` logs `env/curriculum/...` (its mean over the
+    step's episodes of their last transition's metrics) in metrics.jsonl; a random tiny model
+    solves nothing, so the level falls by one each step (4 episodes a step = min_episodes)."""
+
+    cfg, dataset = train_on_a_falling_curriculum(tmp_path, steps=3)
     records = [json.loads(line) for line in (cfg.run_dir / "metrics.jsonl").read_text().splitlines()]
     steps = {r["step"]: r for r in records if "loss" in r}
     assert [steps[s]["env/curriculum/level"] for s in (1, 2, 3)] == [2, 1, 0]
@@ -202,22 +211,12 @@ def test_a_resumed_run_continues_at_the_level_its_checkpoint_saved(tmp_path):
     """The trainer saves a stateful dataset's `state_dict()` with each checkpoint and loads it into
     the dataset it is given on resume: the resumed step is made at the saved level, not at
     `start_level` again."""
-    from trainers.grpo import trainer
     from trainers.grpo.checkpoint import latest_intact_checkpoint
-    from trainers.grpo.config import GRPOConfig
 
     def run(steps: int, resume: bool) -> CurriculumRLDataset:
-        cfg = GRPOConfig(model="tiny", env=GUESS, sft_steps=0, group_size=2, groups_per_batch=2,
-                         max_tokens=2, max_turns=2, eval_problems=2, steps=steps, save_every=1,
-                         output_dir=str(tmp_path), run_name="cur", progress=False, seed=0,
-                         resume=resume, resume_override="steps" if resume else None)
-        dataset = CurriculumRLDataset(cfg.env, Curriculum({"max_number": [8, 64, 512]}, window=4,
-                                                          min_episodes=4, start_level=2),
-                                      cfg.groups_per_batch, cfg.group_size, cfg.seed)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "trained on no datum": every group's rewards are equal
-            trainer.train(cfg, dataset=dataset)
-        return dataset
+        return train_on_a_falling_curriculum(
+            tmp_path, steps=steps, save_every=1, run_name="cur", resume=resume,
+            resume_override="steps" if resume else None)[1]
 
     first = run(steps=1, resume=False)  # level 2 at step 1; the outcomes are pending in its state
     import torch

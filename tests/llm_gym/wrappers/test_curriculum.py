@@ -221,7 +221,9 @@ def test_a_resumed_run_continues_at_the_level_its_checkpoint_saved(tmp_path):
     first = run(steps=1, resume=False)  # level 2 at step 1; the outcomes are pending in its state
     import torch
 
-    saved = torch.load(latest_intact_checkpoint(tmp_path / "cur") / "trainer_state.pt", weights_only=False)
+    checkpoint = latest_intact_checkpoint(tmp_path / "cur")
+    assert checkpoint is not None
+    saved = torch.load(checkpoint / "trainer_state.pt", weights_only=False)
     assert saved["extra"]["dataset"] == first.state_dict()
     resumed = run(steps=3, resume=True)
     records = [json.loads(line) for line in (tmp_path / "cur" / "metrics.jsonl").read_text().splitlines()]

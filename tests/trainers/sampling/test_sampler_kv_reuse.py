@@ -29,8 +29,10 @@ def model():
 def guess_number_groups(n_groups: int, group_size: int, seed: int = 0):
     from llm_gym import GymRLDataset
 
+    # The classic game (range_starts=1): every episode opens with the same prompt ("from 1 to 20"),
+    # so greedy evaluation has duplicate requests to de-duplicate and shared prefixes to reuse.
     dataset = GymRLDataset("llm/GuessNumber-v0", batch_size=n_groups, group_size=group_size,
-                           seed=seed, split="train", max_turns=4)
+                           seed=seed, split="train", max_turns=4, range_starts=1)
     return list(dataset.get_batch(0))
 
 

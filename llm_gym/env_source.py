@@ -92,6 +92,14 @@ class EnvSource(ABC):
         with this reason; None (the default) means seeds must give different tasks."""
         return None
 
+    def small_held_out_reason(self) -> str | None:
+        """Why this multi-turn source's test split, at these knobs, may hold fewer than the 100
+        distinct episodes a held-out evaluation needs, when that is a deliberate trade-off (each
+        task is expensive to build, say) and a knob widens it. `llm-gym check`'s split row then
+        reports the count as a warning with this reason instead of failing; None (the default)
+        means a native multi-turn env's defaults must give at least 100."""
+        return None
+
     def hash_seed_reason(self) -> str | None:
         """Why episodes may depend on the interpreter's string hash seed (`PYTHONHASHSEED`),
         when a bridged library's generator is at fault (it draws from an unordered set of

@@ -384,6 +384,15 @@ class TextWorldSource(EnvSource):
             game_seed=game_seed, game_key=spec.key, continuation=self.continuation,
         )
 
+    def small_held_out_reason(self) -> str | None:
+        """A held-out split of `n_games` games (8 by default): TextWorld compiles each game (~4 s,
+        cached on disk), so the default keeps first use under a minute."""
+        if self.n_games >= 100:
+            return None
+        return (f"each game is compiled by TextWorld (~4 s, cached on disk), so the split holds "
+                f"n_games={self.n_games} games; pass n_games=100 or more (at most 128) for a "
+                f"held-out evaluation of at least 100 games")
+
     def task_key(self, env: TextWorldEnv) -> str:
         """The game's key (for `llm-gym check`'s split check): the episode's task is its game."""
         return env.game_key

@@ -272,6 +272,9 @@ def _held_out_count(target: _Target, test: _SplitKeys, source: Any, budget_s: fl
               if set_here else f"change a knob that widens its task pool (its knobs: {knobs})")
     short = (f"its test split gives only {counted} (about {estimate:.0f} in all), fewer than the "
              f"{HELD_OUT_EPISODES} a multi-turn env's held-out evaluation needs")
+    declared = source.small_held_out_reason() if source is not None else None
+    if declared:
+        return None, f"; warning: {short} (a warning only, as the source declares: {declared})", data
     if _native(target):
         return f"{short}: {change}", "", data
     return None, f"; warning: {short} (not failed: not a native catalog env)", data

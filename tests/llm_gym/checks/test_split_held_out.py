@@ -51,6 +51,17 @@ def test_registered_knobs_that_leave_few_are_named_by_the_cards_knobs():
     assert "'range_starts'" in row.detail and "'max_number'" in row.detail
 
 
+def test_a_native_env_that_declares_why_its_split_is_small_gets_a_warning(monkeypatch):
+    """`EnvSource.small_held_out_reason` (TextWorld: each game costs seconds to compile): the row
+    reports the count with the declared reason and passes."""
+    monkeypatch.setattr(GuessNumberSource, "small_held_out_reason",
+                        lambda self: "a stand-in reason" if self.range_starts == 1 else None)
+    row = split_row(GUESS, range_starts=1)
+    assert row.status == "pass", row.detail
+    assert "only 2 distinct held-out episodes" in row.detail
+    assert "as the source declares: a stand-in reason" in row.detail
+
+
 def test_a_third_party_env_reports_the_count_without_failing():
     register_env("splittest/ThirdPartyGuess-v0",
                  "tests.llm_gym.checks.test_split_held_out:ThirdPartyGuess", range_starts=1)

@@ -85,11 +85,14 @@ def packed_fits(rows: int, width: int, prefix_width: int, heads: int) -> bool:
 EAGER_ATTENTION_COST = 2.5
 
 
-def packed_pays(config, rows: int, width: int, prefix_width: int, real_tokens: int) -> bool:
+def packed_pays(config, rows: int, width: int, prefix_width: int, real_tokens: int,
+                trained_tokens: int | None = None) -> bool:
     """Whether the packed forward should be cheaper than the plain one: it skips the linear layers'
-    (and LM head's) work on the `rows * width - real_tokens` padding slots, and pays
-    `EAGER_ATTENTION_COST - 1` times the attention work over `rows x width x (prefix + width)`
-    query-key pairs. FLOPs from the config's sizes; a config without them is packed as before."""
+    (and LM head's) work on the `rows * width - real_tokens` padding slots, and, given
+    `trained_tokens`, the LM head's on the real tokens that are not trained (`packed_logits`'
+    `keep`); it pays `EAGER_ATTENTION_COST - 1` times the attention work over
+    `rows x width x (prefix + width)` query-key pairs. FLOPs from the config's sizes; a config
+    without them is packed as before."""
     try:
         d = int(config.hidden_size)
         heads = int(config.num_attention_heads)
@@ -106,6 +109,8 @@ def packed_pays(config, rows: int, width: int, prefix_width: int, real_tokens: i
     per_token = layers * 2 * per_layer + 2 * d * vocab
     per_pair = layers * 4 * heads * head_dim
     saved = max(rows * width - real_tokens, 0) * per_token
+    if trained_tokens is not None:
+        saved += max(real_tokens - trained_tokens, 0) * 2 * d * vocab
     extra = (EAGER_ATTENTION_COST - 1) * rows * width * (prefix_width + width) * per_pair
     return saved >= extra
 
@@ -206,19 +211,23 @@ def supports_packing(model: torch.nn.Module) -> bool:
 
 
 def packed_logits(model: torch.nn.Module, input_ids_M: torch.Tensor, position_ids_M: torch.Tensor,
-                  layout: PackedLayout) -> torch.Tensor:
-    """Logits [N, V] of the rows' packed tokens (one model call over prefixes + rows,
-    `use_cache=False`; the prefixes' logits are not computed where the model takes
-    `logits_to_keep`)."""
+                  layout: PackedLayout, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Logits [N, V] of the rows' packed tokens, or [K, V] of the row tokens `keep` indexes (one
+    model call over prefixes + rows, `use_cache=False`). Where the model takes `logits_to_keep`,
+    the LM head runs only on the tokens returned: in a multi-turn datum most tokens are prompt and
+    env replies whose logits nothing reads."""
     n_pre = layout.prefix_tokens
+    wanted = None if keep is None else keep + n_pre
+    if wanted is None and n_pre:
+        wanted = torch.arange(n_pre, input_ids_M.numel(), device=input_ids_M.device)
     extra = {}
-    if n_pre and "logits_to_keep" in inspect.signature(base_model(model).forward).parameters:
-        extra["logits_to_keep"] = torch.arange(n_pre, input_ids_M.numel(), device=input_ids_M.device)
+    if wanted is not None and "logits_to_keep" in inspect.signature(base_model(model).forward).parameters:
+        extra["logits_to_keep"] = wanted
     with using_attention(model, ATTENTION_NAME, _packed_attention):
         out = model(input_ids=input_ids_M[None], position_ids=position_ids_M[None], use_cache=False,
                     llm_gym_packed=layout, **extra)
     logits = out.logits[0]
-    return logits if extra or not n_pre else logits[n_pre:]
+    return logits if extra or wanted is None else logits[wanted]
 
 
 def untested(model: torch.nn.Module) -> bool:

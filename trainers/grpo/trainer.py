@@ -339,7 +339,7 @@ def token_logprobs(model, mb: MicroBatch, temperature: float) -> tuple[torch.Ten
     the same distributions (the logits returned are the model's own). A micro-batch with a
     shared prefix runs it once and each row's tail against its KV cache; one with a packed layout
     that fits (`packed_tails.py`) feeds only real tokens."""
-    logp, logits, flat = _token_logprobs(model, mb, temperature)
+    logp, logits, flat = _token_logprobs(model, mb, temperature, trained_only=False)
     if flat is not None:  # packed [N, V]: scattered into the padded layout
         rows, width = mb.layout.rows, mb.layout.width
         logits = logits.new_zeros((rows * width, logits.shape[-1])).index_copy(0, flat, logits)
@@ -359,9 +359,11 @@ def _trained_entropy_sum(logits: torch.Tensor, flat, mb: MicroBatch, temperature
         return entropy_from_logits(logits.detach()[sel] / temperature).sum()
 
 
-def _token_logprobs(model, mb: MicroBatch, temperature: float):
+def _token_logprobs(model, mb: MicroBatch, temperature: float, trained_only: bool = True):
     """(log p [B, T], logits, flat): logits [B, T, V] with `flat` None, or the packed forward's
-    [N, V] for the real tokens with `flat` their positions in the flattened [B*T]."""
+    [N, V] with `flat` their positions in the flattened [B*T]: the real tokens', or with
+    `trained_only` just the trained (mask 1) ones' -- the loss, KL and entropy read nothing
+    else, and log p is then 0 at the other positions."""
     if mb.layout is not None:
         from trainers.grpo import packed_tails
 
@@ -369,18 +371,18 @@ def _token_logprobs(model, mb: MicroBatch, temperature: float):
         heads = int(getattr(config, "num_attention_heads", 1))
         prefix_width = 0 if mb.prefix_ids is None else int(mb.prefix_ids.shape[1])
         rows, width = mb.layout.rows, mb.layout.width
+        trained = int(mb.mask.count_nonzero()) if trained_only else None
         if (packed_tails.supports_packing(model)
                 and packed_tails.packed_fits(rows, width, prefix_width, heads)
                 and packed_tails.packed_pays(config, rows, width, prefix_width,
-                                             int(mb.layout.flat_index.numel()))):
+                                             int(mb.layout.flat_index.numel()), trained)):
             try:
-                logp, logits_N = _packed_token_logprobs(model, mb, temperature)
+                logp, logits_N, flat = _packed_token_logprobs(model, mb, temperature, trained_only)
             except Exception as exc:  # noqa: BLE001 - only a model's first packed forward
                 if not packed_tails.untested(model):  # once it has passed, errors are bugs
                     raise
                 packed_tails.reject(model, f"{type(exc).__name__}: {exc}")
             else:
-                flat = mb.layout.flat_index
                 if packed_tails.verified(model, logp.reshape(-1)[flat],
                                          lambda: _padded_token_logprobs(model, mb, temperature)[0]
                                          .reshape(-1)[flat]):
@@ -388,20 +390,25 @@ def _token_logprobs(model, mb: MicroBatch, temperature: float):
     return (*_padded_token_logprobs(model, mb, temperature), None)
 
 
-def _packed_token_logprobs(model, mb: MicroBatch, temperature: float):
-    """(log p [rows, width], logits [N, V] of the real tokens, in float32)."""
+def _packed_token_logprobs(model, mb: MicroBatch, temperature: float, trained_only: bool):
+    """(log p [rows, width], logits [N, V] in float32, flat [N]): the real tokens, or with
+    `trained_only` the trained ones (`_token_logprobs`)."""
     from trainers.grpo import packed_tails
 
     layout = mb.layout
     assert mb.packed_ids is not None and mb.packed_positions is not None  # set with every layout
-    logits_N = packed_tails.packed_logits(model, mb.packed_ids, mb.packed_positions, layout).float()
     flat = layout.flat_index
+    keep = None
+    if trained_only:  # the row tokens whose log p the loss reads
+        keep = mb.mask.reshape(-1)[flat].nonzero().squeeze(1)
+        flat = flat[keep]
+    logits_N = packed_tails.packed_logits(model, mb.packed_ids, mb.packed_positions, layout, keep).float()
     targets_N = mb.target_tokens.reshape(-1)[flat]
     # one row of N tokens: TRL's helper loops over rows, so [1, N, V] is one logsumexp call
     logp_N = selective_log_softmax(logits_N[None], targets_N[None], temperature=temperature)[0]
     rows, width = layout.rows, layout.width
     logp = logp_N.new_zeros(rows * width).index_copy(0, flat, logp_N).view(rows, width)
-    return logp, logits_N
+    return logp, logits_N, flat
 
 
 def _padded_token_logprobs(model, mb: MicroBatch, temperature: float):

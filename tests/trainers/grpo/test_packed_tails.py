@@ -27,6 +27,20 @@ def _equal_groups() -> list:
     return data
 
 
+def _multi_turn_groups() -> list:
+    """Two groups of three two-turn rows: a shared prompt, then sampled turn, env reply (not
+    trained), sampled turn."""
+    rng = np.random.default_rng(5)
+    tok = lambda n: [int(x) for x in rng.integers(0, 250, n)]  # noqa: E731
+    data = []
+    for prompt_len in (9, 14):
+        prompt = tok(prompt_len)
+        data += [_datum([(prompt, False), (tok(int(a)), True), (tok(6), False), (tok(int(b)), True)],
+                        float(adv), rng)
+                 for a, b, adv in zip(rng.integers(1, 5, 3), rng.integers(1, 5, 3), rng.normal(size=3))]
+    return data
+
+
 def _tiny(kind: str = "llama", **overrides):
     if kind == "qwen3":
         from transformers import Qwen3Config, Qwen3ForCausalLM
@@ -115,18 +129,29 @@ def test_packed_layout_holds_only_real_tokens():
 
 
 def test_packed_forward_keeps_logits_packed_for_the_entropy_metric():
-    """The training step's packed forward hands on [N, V] logits of the real tokens (its entropy
-    metric reads them there); only the public `token_logprobs` scatters them into [B, T, V]."""
+    """The training step's packed forward hands on [K, V] logits of the K trained tokens only
+    (the LM head runs on nothing else; its entropy metric reads them there); the public
+    `token_logprobs` computes every real token's and scatters them into [B, T, V]."""
     from trainers.grpo.trainer import _token_logprobs, collate, token_logprobs
 
     model = _tiny()
-    mb = collate(_equal_groups(), PAD, torch.device("cpu"), share_prefix=True, pack=True)
+    mb = collate(_multi_turn_groups(), PAD, torch.device("cpu"), share_prefix=True, pack=True)
+    assert mb.layout is not None
     with torch.no_grad():
         logp, logits, flat = _token_logprobs(model, mb, 0.9)
         logp_pub, logits_pub = token_logprobs(model, mb, 0.9)
-    assert flat is not None and logits.shape == (flat.numel(), 261)
+    trained = mb.mask.reshape(-1).nonzero().squeeze(1)
+    assert flat is not None and torch.equal(flat.sort().values, trained)
+    assert logits.shape == (trained.numel(), 261) < (mb.layout.flat_index.numel(), 261)
     assert logits_pub.shape == (*mb.input_ids.shape, 261)
-    assert torch.equal(logits_pub.reshape(-1, 261)[flat], logits) and torch.equal(logp_pub, logp)
+    assert torch.allclose(logits_pub.reshape(-1, 261)[flat], logits, atol=1e-5)
+    assert torch.allclose(logp_pub.reshape(-1)[flat], logp.reshape(-1)[flat], atol=1e-5)
+    untrained = ~mb.mask.bool()
+    assert (logp[untrained] == 0).all()  # the loss reads nothing there
+    real_untrained = torch.zeros(mb.mask.numel(), dtype=torch.bool)
+    real_untrained[mb.layout.flat_index] = True
+    real_untrained &= untrained.reshape(-1)
+    assert real_untrained.any() and (logp_pub.reshape(-1)[real_untrained] != 0).all()
 
 
 def test_packed_under_bf16_autocast_stays_close():
@@ -162,6 +187,15 @@ def test_packing_is_chosen_only_where_the_padding_it_removes_outweighs_eager_att
     assert not packed_tails.packed_pays(config, rows=9, width=672, prefix_width=0, real_tokens=5950)
     # rows of ~200 tokens, half of the slots padding: packing pays again
     assert packed_tails.packed_pays(config, rows=30, width=200, prefix_width=0, real_tokens=3000)
+    # the multi-turn rows again, 40 trained tokens each: with a 261-id LM head running it on those
+    # alone saves too little; with a 151,936-id one (Qwen3's) packing pays
+    assert not packed_tails.packed_pays(config, rows=9, width=672, prefix_width=0, real_tokens=5950,
+                                        trained_tokens=360)
+    config.vocab_size = 151_936
+    assert not packed_tails.packed_pays(config, rows=9, width=672, prefix_width=0, real_tokens=5950)
+    assert packed_tails.packed_pays(config, rows=9, width=672, prefix_width=0, real_tokens=5950,
+                                    trained_tokens=360)
+    config.vocab_size = 261
 
     model = _tiny()
     rng = np.random.default_rng(5)

@@ -929,7 +929,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
 
     step_metrics: dict[str, Any] = {}
     for step in bar:
-        t0 = time.monotonic()
+        t0, cpu0 = time.monotonic(), time.process_time()
         optimizer.zero_grad(set_to_none=True)  # this step's gradient only
         # 1. rollouts: all of this rank's groups at once, so the sampler batches them
         builders = list(dataset.get_batch(step))[accelerator.process_index::accelerator.num_processes]
@@ -988,6 +988,9 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
             "frac_context_full": totals[7] / max(totals[2], 1),
             "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
             "sample_seconds": t_sample, "step_seconds": step_seconds,
+            # this process's CPU time (all its threads): on a shared machine, what the step cost
+            # apart from waiting for a core
+            "step_cpu_seconds": time.process_time() - cpu0,
             **env_metrics, **turn_metrics,
         }
         done = step + 1

@@ -44,8 +44,9 @@ def test_math_trains_and_resume_matches_uninterrupted_run(warm_model, tmp_path):
     assert abs(full[1]["sampler_kl"]) < 1e-4  # sampling logprobs == the learner's on-policy
     assert any(r["group_reward_std"] > 0 and r["frac_mixed_groups"] > 0 for r in full.values())
     for key in ("reward", "correct", "entropy", "kl", "clip_frac", "tokens_per_s", "step_seconds",
-                "loss", "grad_norm"):
+                "step_cpu_seconds", "loss", "grad_norm"):
         assert key in full[1], key
+    assert 0 < full[1]["step_cpu_seconds"]
     for key in ("eval_before_rl", "eval_after_rl", "steps", "wall_seconds"):
         assert key in summary
     assert json.loads((full_cfg.run_dir / "summary.json").read_text())["steps"] == 4

@@ -29,7 +29,7 @@ from trainers.grpo import trainer
 from trainers.grpo.config import ConfigError, GRPOConfig
 
 # Timing keys differ between any two runs; everything else of a step is determined by the seed.
-_TIMING = {"time", "tokens_per_s", "sample_seconds", "step_seconds"}
+_TIMING = {"time", "tokens_per_s", "sample_seconds", "step_seconds", "step_cpu_seconds"}
 
 
 # ------------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from llm_gym.completers import StopCondition
 from llm_gym.env_source import EnvSource
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer, get_renderer
+from llm_gym.renderers.base import known_prompt_text
 from llm_gym.rl.types import (
     Env, InitialObservationOverflow, Metrics, Observation, StepResult, Trajectory, release_env,
 )
@@ -476,8 +477,11 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         if entry is None or entry[0] is not ob or entry[1] is not tokenizer:
             tokens = ob.to_ints()
             array = _int64_array(tokens)
-            array.flags.writeable = False  # shared: callers get copies
-            entry = (ob, tokenizer, tokenizer.decode(tokens, skip_special_tokens=False), array)
+            array.setflags(write=False)  # shared: callers get copies
+            text = known_prompt_text(ob, tokenizer)  # the renderer's, when it kept it
+            if text is None:
+                text = tokenizer.decode(tokens, skip_special_tokens=False)
+            entry = (ob, tokenizer, text, array)
             _remember_prompt(entry)
         _, _, text, array = entry
         self._obs_ob, self._obs_arr = ob, array
@@ -551,14 +555,16 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
             array = self._observation_array(ob, next_tokens)
         else:  # the usual last step: nothing to convert or remember
             self._obs_ob, self._obs_arr = None, _EMPTY_OBS
-            array = np.empty(0, dtype=np.int64)
+            array = np.empty(0, _INT64)
         stop = self._stop = cast(StopCondition, list(result.next_stop_condition))
         metrics = dict(result.metrics)
         done = terminated or truncated
         if done and turn == 1:
             # A one-step episode (every single-turn env): each numeric metric's mean is its value,
             # computed as the sums below would (0.0 + value, divided by a count of 1).
-            episode = {k: 0.0 + float(v) for k, v in metrics.items() if _is_number(v)}
+            # (Metrics are nearly always floats: that test first, then the full one.)
+            episode = {k: 0.0 + float(v) for k, v in metrics.items()
+                       if type(v) is float or _is_number(v)}
         else:
             sums, counts = self._metric_sums, self._metric_counts
             for key, value in metrics.items():
@@ -594,7 +600,7 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
         n = len(tokens)
         if n == 0:
             self._obs_ob, self._obs_arr = ob, _EMPTY_OBS
-            return np.empty(0, dtype=np.int64)
+            return np.empty(0, _INT64)
         prev = self._obs_arr
         k = len(prev)
         extension = getattr(getattr(self._env, "continuation", None), "last_extension", None)
@@ -610,13 +616,13 @@ class TextEnv(gym.Env[np.ndarray, np.ndarray]):
             buf[k:n] = tokens[k:]
             self._obs_buf_len = n
             array = buf[:n]
-            array.flags.writeable = False
+            array.setflags(write=False)
             self._obs_ob, self._obs_arr = ob, array
             return array.copy()
         array = _int64_array(tokens)
         self._obs_buf, self._obs_buf_len = None, 0
         if _may_extend(self._env):  # keep a private copy for the next observation to extend
-            array.flags.writeable = False
+            array.setflags(write=False)
             self._obs_ob, self._obs_arr = ob, array
             return array.copy()
         self._obs_ob, self._obs_arr = None, _EMPTY_OBS
@@ -746,6 +752,10 @@ def _may_extend(env: Any) -> bool:
 
 def _int64_array(tokens: Sequence[int]) -> np.ndarray:
     """A fresh int64 array of validated token ids (`np.fromiter` is the cheapest conversion for
-    the short sequences here; ids of 2**63 and more raise OverflowError, as `np.asarray` does)."""
-    return np.fromiter(tokens, dtype=np.int64, count=len(tokens))
+    the short sequences here; ids of 2**63 and more raise OverflowError, as `np.asarray` does).
+    Arguments are positional: numpy parses keywords here at ~3x the cost of the conversion."""
+    return np.fromiter(tokens, _INT64, len(tokens))
+
+
+_INT64 = np.dtype(np.int64)
 

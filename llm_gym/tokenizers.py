@@ -20,6 +20,11 @@ BYTE_TOKENIZER_NAME = "llm-gym/byte"
 _BYTE_ALIASES = {"byte", "bytes", BYTE_TOKENIZER_NAME}
 
 
+# decode: sequences longer than this try bytes() first (cheapest for plain text; a short prompt
+# starts with a special token, where that attempt would only add a raised exception).
+_BYTES_FIRST_MIN_LEN = 32
+
+
 class InvalidTokenError(ValueError):
     """A token id outside the tokenizer's vocabulary."""
 
@@ -122,21 +127,30 @@ class ByteTokenizer:
         ids outside the vocabulary raise `InvalidTokenError`; text or non-integer ids raise
         `TypeError`."""
         if isinstance(ids, (list, tuple)) and ids:
-            # Fast paths, range-checked by C-level min/max (no exception raised for the common
-            # special-token case); non-integer ids raise TypeError here and get the clear error
-            # below. Plain bytes: bytes(). Special tokens shown: splice their ASCII names into
-            # the bytes and decode once (ASCII never continues a UTF-8 sequence, so this equals
-            # decoding the runs between them one by one).
+            # Fast paths, for ids that are all valid; anything else (non-integers included) falls
+            # through to the checked path below, which gives the documented errors.
+            # - Long runs of plain bytes (model output): bytes() range-checks and converts in one
+            #   C pass (it stops at the first id over 255).
+            # - Otherwise, with special tokens shown: each id's bytes spliced and decoded once
+            #   (special tokens' names are ASCII, which never continues a UTF-8 sequence, so this
+            #   equals decoding the runs between them one by one). The list lookup rejects ids
+            #   past the table (IndexError) and non-integers (TypeError); only negative ids need
+            #   a check of their own (min(), one pass; they would index from the end).
             try:
-                if min(ids) >= 0:
-                    high = max(ids)
-                    if high < self.NUM_BYTES:
-                        return bytes(ids).decode("utf-8", errors=errors)
-                    if high < len(self._id_bytes) and not skip_special_tokens:
-                        return b"".join(map(self._id_bytes.__getitem__, ids)).decode(
-                            "utf-8", errors=errors
-                        )
-            except TypeError:
+                raw = None
+                if len(ids) > _BYTES_FIRST_MIN_LEN:
+                    try:
+                        raw = bytes(ids)
+                    except ValueError:
+                        pass
+                if raw is not None:
+                    return raw.decode("utf-8", errors)
+                if not skip_special_tokens:
+                    if min(ids) >= 0:
+                        return b"".join(map(self._id_bytes.__getitem__, ids)).decode("utf-8", errors)
+                elif min(ids) >= 0 and max(ids) < self.NUM_BYTES:
+                    return bytes(ids).decode("utf-8", errors)
+            except (TypeError, IndexError):
                 pass
         ids = _checked_ids(ids, "ByteTokenizer.decode ids")
         if not ids or max(ids) < self.NUM_BYTES:

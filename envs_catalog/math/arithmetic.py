@@ -114,6 +114,12 @@ class MathEnv(ProblemEnv):
                                                       context=self.question))
         return self._graded[1]
 
+    def _grade(self, content: str, well_formed: bool) -> tuple[float, float]:
+        # ProblemEnv._grade's (format_ok, correct), with what check_format and check_answer
+        # return read off one grade instead of asking for it twice (once per graded step).
+        grade = self._grade_numeric(content)
+        return float(well_formed and bool(grade.format_ok)), float(grade.correct)
+
     def get_question(self) -> str:
         return self.question
 

@@ -37,7 +37,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-__all__ = ["BoundedCall", "GraderInterrupted", "acall_bounded", "call_bounded"]
+__all__ = ["BoundedCall", "GraderInterrupted", "acall_bounded", "acall_bounded_value", "call_bounded"]
 
 _MAX_INLINE_S = 1.0
 _MAX_RESULT_BYTES = 1 << 20  # a grade is a few numbers; a bigger answer is a grader bug
@@ -74,11 +74,12 @@ _IDLE_LOOK_S = 0.25  # with nothing armed, the watchdog looks this often ...
 _IDLE_AFTER_LOOKS = 8  # ... this many times, then sleeps until a call wakes it
 
 
-class _Slot:
-    __slots__ = ("tid", "deadline", "active", "fired")
-
-    def __init__(self, tid: int, deadline: float) -> None:
-        self.tid, self.deadline, self.active, self.fired = tid, deadline, True, False
+# A slot is a 3-item list `[thread id, deadline, fired]` rather than an object: one is made per
+# grader call, and a list costs a fraction of a Python __init__. It is armed while `id(slot)` is
+# in the watchdog's `_slots` (the list itself is the entry, so that id is not reused meanwhile).
+_TID, _DEADLINE, _FIRED = 0, 1, 2
+_monotonic = time.monotonic
+_get_ident = threading.get_ident
 
 
 class _Watchdog:
@@ -86,34 +87,34 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._slots: dict[int, _Slot] = {}
+        self._slots: dict[int, list] = {}  # id(slot) -> slot, for every armed slot
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
         self._next_wake = math.inf  # when the watchdog looks next (inf: idle until woken)
 
-    def arm(self, budget_s: float) -> _Slot:
-        slot = _Slot(threading.get_ident(), time.monotonic() + budget_s)
+    def arm(self, budget_s: float) -> list:
+        """Arm a slot for the calling thread: interrupted `budget_s` seconds from now unless
+        disarmed first. Returns the slot to pass to `disarm`."""
+        deadline = _monotonic() + budget_s
+        slot = [_get_ident(), deadline, False]
         with self._lock:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="llm-gym-grader-watchdog",
                                                 daemon=True)
                 self._thread.start()
             self._slots[id(slot)] = slot
-            wake = slot.deadline < self._next_wake
+            wake = deadline < self._next_wake
             if wake:
-                self._next_wake = slot.deadline
+                self._next_wake = deadline
         if wake:  # only when the watchdog would look too late (usually once, from idle)
             self._wake.set()
         return slot
 
-    def disarm(self, slot: _Slot) -> None:
+    def disarm(self, slot: list) -> None:
         """Idempotent; may itself be interrupted by a just-fired interrupt (callers catch it)."""
         with self._lock:
-            if slot.active:
-                slot.active = False
-                self._slots.pop(id(slot), None)
-                if slot.fired:  # cancel an interrupt not yet delivered
-                    _set_async_exc(slot.tid, None)
+            if self._slots.pop(id(slot), None) is not None and slot[_FIRED]:
+                _set_async_exc(slot[_TID], None)  # cancel an interrupt not yet delivered
 
     def _run(self) -> None:
         empty_looks = 0
@@ -122,11 +123,11 @@ class _Watchdog:
                 now = time.monotonic()
                 nearest = math.inf
                 for slot in self._slots.values():
-                    if now >= slot.deadline:
-                        slot.fired = True
-                        _set_async_exc(slot.tid, GraderInterrupted)
-                        slot.deadline = now + _REFIRE_S
-                    nearest = min(nearest, slot.deadline)
+                    if now >= slot[_DEADLINE]:
+                        slot[_FIRED] = True
+                        _set_async_exc(slot[_TID], GraderInterrupted)
+                        slot[_DEADLINE] = now + _REFIRE_S
+                    nearest = min(nearest, slot[_DEADLINE])
                 if nearest < math.inf:
                     empty_looks = 0
                 elif empty_looks < _IDLE_AFTER_LOOKS:
@@ -156,27 +157,32 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_new_watchdog_in_child)
 
 
-def _call_inline(fn: Callable[..., Any], args: tuple, kwargs: dict, budget_s: float) -> BoundedCall:
+def _call_inline(fn: Callable[..., Any], args: tuple, kwargs: dict, budget_s: float
+                 ) -> tuple[Any, BoundedCall | None]:
+    """Phase 1: `(fn's value, None)` when it returned within `budget_s`, else `(None, outcome)`
+    (timed out, or `fn` raised). No `BoundedCall` is built for the common outcome: this runs once
+    per graded env step."""
+    watchdog = _watchdog
     slot = None
     try:
-        slot = _watchdog.arm(budget_s)
+        slot = watchdog.arm(budget_s)
         try:
             value = fn(*args, **kwargs)
         finally:
-            _watchdog.disarm(slot)
+            watchdog.disarm(slot)
     except GraderInterrupted:
         while slot is not None:  # a re-fired interrupt may land here too: retry until disarmed
             try:
-                _watchdog.disarm(slot)
+                watchdog.disarm(slot)
                 break
             except GraderInterrupted:
                 continue
-        return BoundedCall(False, timed_out=True, error=f"grader exceeded its {budget_s:g}s "
-                           "in-thread budget", where="inline")
+        return None, BoundedCall(False, timed_out=True, error=f"grader exceeded its {budget_s:g}s "
+                                 "in-thread budget", where="inline")
     except Exception as exc:  # noqa: BLE001 - a grader failure is an outcome, not a crash
-        return BoundedCall(False, error=f"{type(exc).__name__}: {exc}", where="inline",
-                           exception=exc)
-    return BoundedCall(True, value, where="inline")
+        return None, BoundedCall(False, error=f"{type(exc).__name__}: {exc}", where="inline",
+                                 exception=exc)
+    return value, None
 
 
 # --- phase 2: a forked, killable worker -------------------------------------------------------------
@@ -318,25 +324,27 @@ def _plan(timeout_s: float, inline_s: float | None, isolation: str) -> float:
     if isolation == "process":
         return 0.0
     if inline_s is None:
-        return min(_MAX_INLINE_S, timeout_s / 4)
+        return _MAX_INLINE_S if timeout_s >= 4 * _MAX_INLINE_S else timeout_s / 4
     if not 0 < inline_s <= timeout_s:
         raise ValueError(f"inline_s must be in (0, timeout_s={timeout_s}], got {inline_s!r}")
     return float(inline_s)
 
 
-def _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation) -> tuple[BoundedCall | None, float]:
-    """Phase 1 (unless `isolation="process"`): its outcome when final, else None and the seconds
-    left for phase 2 (the outcome is a timeout when none are left or there is no fork)."""
+def _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation
+               ) -> tuple[Any, BoundedCall | None, float]:
+    """Phase 1 (unless `isolation="process"`): `(value, None, 0.0)` when `fn` returned in it;
+    `(None, outcome, 0.0)` when its outcome is final otherwise (`fn` raised; a timeout when no
+    time is left or there is no fork); else `(None, None, seconds left for phase 2)`."""
     budget = _plan(timeout_s, inline_s, isolation)
-    start = time.monotonic()
+    start = _monotonic()
     if budget > 0:
-        first = _call_inline(fn, args, kwargs, budget)
-        if not first.timed_out:
-            return first, 0.0
-    remaining = timeout_s - (time.monotonic() - start)
+        value, failed = _call_inline(fn, args, kwargs, budget)
+        if failed is None or not failed.timed_out:
+            return value, failed, 0.0
+    remaining = timeout_s - (_monotonic() - start)
     if remaining <= 0 or not hasattr(os, "fork"):
-        return _timed_out(timeout_s), 0.0
-    return None, remaining
+        return None, _timed_out(timeout_s), 0.0
+    return None, None, remaining
 
 
 def call_bounded(
@@ -351,9 +359,11 @@ def call_bounded(
 
     `inline_s` is phase 1's budget (default: `min(1, timeout_s / 4)`); `isolation="process"` runs
     the whole call in the worker process. Never raises because of `fn`."""
-    outcome, remaining = _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation)
+    value, outcome, remaining = _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation)
     if outcome is not None:
         return outcome
+    if not remaining:
+        return BoundedCall(True, value, where="inline")
     return _call_in_process(fn, args, kwargs, remaining, timeout_s)
 
 
@@ -367,7 +377,23 @@ async def acall_bounded(
 ) -> BoundedCall:
     """`call_bounded` for coroutines. Phase 1 runs in the loop's thread (so a fast grader never
     suspends the coroutine); phase 2 is awaited without blocking the event loop."""
-    outcome, remaining = _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation)
-    if outcome is not None:
-        return outcome
-    return await _acall_in_process(fn, args, kwargs, remaining, timeout_s)
+    value, outcome = await acall_bounded_value(fn, *args, timeout_s=timeout_s, inline_s=inline_s,
+                                               isolation=isolation, **kwargs)
+    return BoundedCall(True, value, where="inline") if outcome is None else outcome
+
+
+async def acall_bounded_value(
+    fn: Callable[..., Any],
+    *args: Any,
+    timeout_s: float,
+    inline_s: float | None = None,
+    isolation: str = "inline",
+    **kwargs: Any,
+) -> tuple[Any, BoundedCall | None]:
+    """`acall_bounded` for callers on a hot path (`ProblemEnv` grades every step): `(value, None)`
+    when `fn` returned in phase 1, the common case, with no `BoundedCall` built; else
+    `(None, outcome)`, the `BoundedCall` that `acall_bounded` returns."""
+    value, outcome, remaining = _phase_one(fn, args, kwargs, timeout_s, inline_s, isolation)
+    if outcome is not None or not remaining:
+        return value, outcome
+    return None, await _acall_in_process(fn, args, kwargs, remaining, timeout_s)

@@ -311,6 +311,34 @@ def validate_messages(messages: Sequence[Message]) -> None:
             )
 
 
+class _PromptWithText(ModelInput):
+    """A prompt that carries its text: what `tokenizer.decode(ids, skip_special_tokens=False)`
+    returns for its ids. A private kind of `ModelInput` (it compares, hashes and pickles as one),
+    made by `prompt_with_text` only."""
+
+    __slots__ = ("_text", "_tokenizer")
+
+    def __init__(self, tokens: tuple[int, ...], text: str, tokenizer: Any) -> None:
+        self._tokens = tokens
+        self._text = text
+        self._tokenizer = tokenizer
+
+
+def prompt_with_text(tokens: list[int], text: str, tokenizer: Any) -> ModelInput:
+    """A prompt of `tokens` that remembers `text` as its decoding under `tokenizer`, for a
+    renderer that built both from the same pieces, with ids valid by construction (the caller
+    vouches for both: nothing is checked). `known_prompt_text` reads the text back."""
+    return _PromptWithText(tuple(tokens), text, tokenizer)
+
+
+def known_prompt_text(prompt: ModelInput, tokenizer: Any) -> str | None:
+    """`tokenizer.decode(prompt.to_ints(), skip_special_tokens=False)` when the renderer that built
+    `prompt` recorded it for this tokenizer (`prompt_with_text`), else None: decode it then."""
+    if type(prompt) is _PromptWithText and prompt._tokenizer is tokenizer:
+        return prompt._text
+    return None
+
+
 def first_index(tokens: list[int], stops: Sequence[int]) -> tuple[int, int | None]:
     """(position, stop id) of the first occurrence of any id in `stops`, or (len, None).
     One C-level `list.index` scan per stop id, no Python work per token."""

@@ -7,6 +7,7 @@ them in O(1) per token.
 
 from __future__ import annotations
 
+import array
 from typing import Any, Sequence
 
 from llm_gym.model_input import ModelInput
@@ -19,10 +20,12 @@ from llm_gym.renderers.base import (
     Renderer,
     TrainOnWhat,
     ensure_text,
+    prompt_with_text,
     trained_messages,
     validate_messages,
 )
 from llm_gym.renderers.tools import format_assistant_text, parse_tool_calls, prepend_tools_to_messages
+from llm_gym.tokenizers import ByteTokenizer
 
 
 class ChatMLRenderer(Renderer):
@@ -49,6 +52,17 @@ class ChatMLRenderer(Renderer):
             self._parse_stops.append(int(self.eos))
         self._turn_ends = (self.im_end,)
         self._newline = tokenizer.encode("\n", add_special_tokens=False)
+        # The byte tokenizer encodes text as its UTF-8 bytes and decodes a special id to its name,
+        # so a prompt's text (`decode(ids, skip_special_tokens=False)`) is the concatenation of
+        # what was encoded: build_generation_prompt records it on the prompt, and TextEnv reports
+        # it as info["text"] instead of decoding the ids again. Other tokenizers need not
+        # round-trip text, and a subclass that renders turns its own way breaks the equality.
+        kind = type(self)
+        self._records_text = (
+            type(tokenizer) is ByteTokenizer
+            and kind._turn is ChatMLRenderer._turn
+            and kind._turn_header is ChatMLRenderer._turn_header
+        )
 
     @property
     def has_extension_property(self) -> bool:
@@ -59,9 +73,7 @@ class ChatMLRenderer(Renderer):
 
     def _turn(self, message: Message) -> tuple[list[int], list[int]]:
         """(header tokens, body tokens incl. <|im_end|>) for one message; newline after is extra."""
-        # Message is total=False, but one without a role or content raises KeyError here, as before.
-        role = message["role"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
-        text = format_assistant_text(message) if role == "assistant" else ensure_text(message["content"])  # pyright: ignore[reportTypedDictNotRequiredAccess]
+        role, text = _role_and_text(message)
         body = self.tokenizer.encode(text, add_special_tokens=False)
         return self._turn_header(role), body + [self.im_end]
 
@@ -85,18 +97,53 @@ class ChatMLRenderer(Renderer):
         validate_messages(messages)
         messages = prepend_tools_to_messages(messages, self.tools if tools is None else tools)
         tokens: list[int] = []
+        if not self._records_text:
+            for m in messages:
+                header, body = self._turn(m)
+                tokens += header + body + self._newline
+            tokens += self._turn_header(role)
+            if prefill:
+                tokens += self.tokenizer.encode(prefill, add_special_tokens=False)
+            return ModelInput.from_ints(tokens)
+        # The same tokens as above (`_turn`, `_turn_header`), and their text alongside.
+        encode = self.tokenizer.encode
+        start, end = [self.im_start], [self.im_end]
+        pieces: list[str] = []
         for m in messages:
-            header, body = self._turn(m)
-            tokens += header + body + self._newline
-        tokens += self._turn_header(role)
+            turn_role, text = _role_and_text(m)
+            tokens += start + encode(turn_role + "\n") + encode(text) + end + self._newline
+            pieces += ("<|im_start|>", turn_role, "\n", text, "<|im_end|>\n")
+        tokens += start + encode(role + "\n")
+        pieces += ("<|im_start|>", role, "\n")
         if prefill:
-            tokens += self.tokenizer.encode(prefill, add_special_tokens=False)
-        return ModelInput.from_ints(tokens)
+            tokens += encode(prefill)
+            pieces.append(prefill)
+        return prompt_with_text(tokens, "".join(pieces), self.tokenizer)
 
     def get_stop_sequences(self) -> list[int]:
         return list(self._parse_stops)
 
     def parse_response(self, tokens: Sequence[int]) -> tuple[Message, ParseTermination]:
+        # Fast path for the common reply: a list of ids that ends on its only stop id,
+        # <|im_end|>. It gives `_parse_at_stop_ids`'s outcome (nothing to drop, the cut at the
+        # end, STOP_SEQUENCE) without its general machinery, which dominates a short reply's cost;
+        # array("Q") accepts exactly the ids `_split_valid` keeps, in one C pass. Anything else
+        # takes the general path.
+        if type(tokens) is list and tokens and tokens[-1] == self.im_end:
+            try:
+                ids = array.array("Q", tokens)
+            except (TypeError, OverflowError):
+                ids = None
+            if ids is not None and max(ids) < self._vocab_size:
+                body = ids.tolist()
+                del body[-1]
+                for stop in self._parse_stops:
+                    if stop in body:
+                        break
+                else:
+                    text = self.tokenizer.decode(body, skip_special_tokens=False)
+                    message: Message = {"role": "assistant", "content": text}  # a Message is a dict
+                    return parse_tool_calls(message), ParseTermination.STOP_SEQUENCE
         message, termination = self._parse_at_stop_ids(tokens, self._parse_stops, self._turn_ends)
         return parse_tool_calls(message), termination
 
@@ -119,3 +166,11 @@ class ChatMLRenderer(Renderer):
             tokens += header + body + self._newline
             weights += [0.0] * len(header) + [float(trained)] * len(body) + [0.0] * len(self._newline)
         return ModelInput.from_ints(tokens), weights
+
+
+def _role_and_text(message: Message) -> tuple[str, str]:
+    """A message's role and the text its turn renders (an assistant's with its tool calls)."""
+    # Message is total=False, but one without a role or content raises KeyError here, as before.
+    role = message["role"]  # pyright: ignore[reportTypedDictNotRequiredAccess]
+    text = format_assistant_text(message) if role == "assistant" else ensure_text(message["content"])  # pyright: ignore[reportTypedDictNotRequiredAccess]
+    return role, text

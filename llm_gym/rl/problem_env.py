@@ -18,11 +18,12 @@ checkers inline with no bound, as the cookbook does.
 from __future__ import annotations
 
 import logging
+import math
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from llm_gym.grading.bounded import acall_bounded
+from llm_gym.grading.bounded import acall_bounded_value
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers.base import Message, Renderer, get_text_content
 from llm_gym.rl.types import (
@@ -65,20 +66,21 @@ class ProblemEnv(Env):
         grader_timeout_s: float | None = DEFAULT_GRADER_TIMEOUT_S,
         grader_isolation: str = "inline",
     ) -> None:
-        if grader_timeout_s is not None and not (
-            isinstance(grader_timeout_s, (int, float)) and 0 < grader_timeout_s < float("inf")
+        # (The identity tests skip the checks for the defaults: one env is made per episode.)
+        if grader_timeout_s is not DEFAULT_GRADER_TIMEOUT_S and grader_timeout_s is not None and not (
+            isinstance(grader_timeout_s, (int, float)) and 0 < grader_timeout_s < math.inf
         ):
             raise ValueError(
                 f"grader_timeout_s must be a positive number of seconds or None, got "
                 f"{grader_timeout_s!r}"
             )
-        if grader_isolation not in ("inline", "process"):
+        if grader_isolation != "inline" and grader_isolation != "process":
             raise ValueError(
                 f"grader_isolation must be 'inline' or 'process', got {grader_isolation!r}"
             )
         self.grader_isolation = grader_isolation
         self.renderer = renderer
-        self.convo_prefix = list(convo_prefix or [])
+        self.convo_prefix = list(convo_prefix) if convo_prefix else []
         self.format_coef = format_coef
         self.require_stop_sequence_for_format = require_stop_sequence_for_format
         self.grader_timeout_s = grader_timeout_s
@@ -127,11 +129,13 @@ class ProblemEnv(Env):
         if self.grader_timeout_s is None:
             format_ok, correct = self._grade(content, well_formed)
         else:
-            outcome = await acall_bounded(
+            graded, outcome = await acall_bounded_value(
                 self._grade, content, well_formed,
                 timeout_s=self.grader_timeout_s, isolation=self.grader_isolation,
             )
-            if outcome.ok:
+            if outcome is None:
+                format_ok, correct = graded
+            elif outcome.ok:
                 format_ok, correct = outcome.value
             elif outcome.timed_out:
                 format_ok, correct = 0.0, 0.0

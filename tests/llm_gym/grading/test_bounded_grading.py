@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_gym.grading.bounded import call_bounded
+from llm_gym.grading.bounded import BoundedCall, acall_bounded, acall_bounded_value, call_bounded
 from llm_gym.renderers import ChatMLRenderer
 from llm_gym.rl import ProblemEnv
 from llm_gym.tokenizers import ByteTokenizer
@@ -144,6 +144,18 @@ def test_grader_errors_and_values_come_back_from_both_phases():
         SlowAddEnv(boom, grader_isolation="thread")
 
 
+def test_acall_bounded_value_is_acall_bounded_without_the_common_outcome():
+    def boom():
+        raise ZeroDivisionError("grader bug")
+
+    assert asyncio.run(acall_bounded_value(divmod, 7, 2, timeout_s=1.0)) == ((3, 1), None)
+    value, outcome = asyncio.run(acall_bounded_value(boom, timeout_s=1.0))
+    assert value is None and outcome is not None and isinstance(outcome.exception, ZeroDivisionError)
+    value, outcome = asyncio.run(acall_bounded_value(divmod, 7, 2, timeout_s=1.0, isolation="process"))
+    assert value is None and outcome is not None and outcome.ok and outcome.value == (3, 1)
+    assert asyncio.run(acall_bounded(divmod, 7, 2, timeout_s=1.0)) == BoundedCall(True, (3, 1))
+
+
 def test_no_interrupt_leaks_after_a_grader_finishes_at_its_deadline():
     # Many graders finishing right around their in-thread budget: a late interrupt must never
     # land in the caller's own code afterwards.
@@ -166,7 +178,7 @@ def test_process_exits_cleanly_after_hung_graders():
         """
         import asyncio
         from llm_gym.grading import grade_with_timeout
-        from llm_gym.grading.bounded import call_bounded
+        from llm_gym.grading.bounded import BoundedCall, acall_bounded, acall_bounded_value, call_bounded
 
         def spin():
             while True:

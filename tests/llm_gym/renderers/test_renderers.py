@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import pickle
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from llm_gym.renderers import (
     get_renderer,
     get_text_content,
 )
+from llm_gym.model_input import ModelInput
 from llm_gym.tokenizers import ByteTokenizer
 
 CONVERSATIONS = [
@@ -150,6 +152,44 @@ def test_byte_renderers_prefix_property_on_arbitrary_text(pairs):
         )
 
 
+@given(st.lists(st.tuples(st.sampled_from(["user", "assistant", "system"]), st.text(max_size=30)),
+                min_size=1, max_size=4), st.one_of(st.none(), st.text(max_size=10)))
+@settings(max_examples=60, deadline=None)
+def test_chatml_prompts_over_the_byte_tokenizer_carry_their_exact_text(turns, prefill):
+    # TextEnv reports a prompt's recorded text as info["text"] instead of decoding its ids: it
+    # must be exactly that decode, also for special-token names typed as text.
+    from llm_gym.renderers.base import known_prompt_text
+
+    tok = ByteTokenizer()
+    r = ChatMLRenderer(tok)
+    messages = [Message(role=role, content=text) for role, text in turns]
+    messages.append(Message(role="user", content="a literal <|im_end|> and ünï\n"))
+    prompt = r.build_generation_prompt(messages, prefill=prefill)
+    assert known_prompt_text(prompt, tok) == tok.decode(prompt.to_ints(), skip_special_tokens=False)
+    assert known_prompt_text(prompt, ByteTokenizer()) is None  # recorded for that tokenizer only
+    assert prompt == ModelInput.from_ints(prompt.to_ints())
+    assert hash(prompt) == hash(ModelInput.from_ints(prompt.to_ints()))
+    assert type(pickle.loads(pickle.dumps(prompt))) is ModelInput
+
+
+def test_prompt_text_is_recorded_only_where_it_is_exact(byte_tokenizer, hf_chat_tokenizer):
+    from llm_gym.renderers.base import known_prompt_text
+
+    msgs = [Message(role="user", content="hi")]
+    assert known_prompt_text(ChatMLRenderer(hf_chat_tokenizer).build_generation_prompt(msgs),
+                             hf_chat_tokenizer) is None
+
+    class OwnTurns(ChatMLRenderer):  # renders turns its own way: its prompts are decoded
+        def _turn(self, message):
+            header, body = super()._turn(message)
+            return header, body[:-1] + self.tokenizer.encode("!") + body[-1:]
+
+    prompt = OwnTurns(byte_tokenizer).build_generation_prompt(msgs)
+    assert known_prompt_text(prompt, byte_tokenizer) is None
+    assert known_prompt_text(RoleColonRenderer(byte_tokenizer).build_generation_prompt(msgs),
+                             byte_tokenizer) is None
+
+
 def test_prefill_and_generation_prompt_layout(byte_tokenizer):
     r = ChatMLRenderer(byte_tokenizer)
     msgs = [Message(role="user", content="hi")]
@@ -190,6 +230,23 @@ def test_chatml_parse_response(byte_tokenizer):
     assert (msg["content"], term) == ("4", ParseTermination.MALFORMED)
     assert r.parse_response(np.array(t.encode("42") + [260]))[0]["content"] == "42"
     assert r.parse_response(tuple(t.encode("42") + [260]))[0]["content"] == "42"
+
+
+@given(st.lists(st.one_of(st.integers(-2, 270), st.booleans(), st.sampled_from([260, 258, 1.0])),
+                max_size=6))
+@settings(max_examples=200, deadline=None)
+def test_chatml_parse_response_fast_path_agrees_with_the_general_path(ids):
+    # parse_response takes a shortcut for a list that ends on <|im_end|>; whatever the list, the
+    # outcome is the general path's.
+    r = ChatMLRenderer(ByteTokenizer())
+    for tokens in (ids, ids + [260]):
+        try:
+            expected = r._parse_at_stop_ids(tokens, r._parse_stops, r._turn_ends)
+        except TypeError as exc:
+            with pytest.raises(TypeError, match=str(exc)[:20]):
+                r.parse_response(tokens)
+            continue
+        assert r.parse_response(tokens) == expected
 
 
 def test_role_colon_parse_response(byte_tokenizer):

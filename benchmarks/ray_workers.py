@@ -13,6 +13,10 @@ warm-up batch (the pool is started once per setting; its start-up time is report
    N workers run N steps at a time. Episodes per second in-process and with 1 and 2 workers.
 
     .venv/bin/python benchmarks/ray_workers.py            # both, printed as a table
+    .venv/bin/python benchmarks/ray_workers.py --tokenizer DIR   # Math-v0 on an HF tokenizer
+
+With an HF tokenizer the builder is large (a Qwen3 vocabulary: ~8 MB pickled); the pool sends
+each `EnvSource` to a worker once, so this measures what that leaves per episode.
 
 The machine's cores are shared with the sampler and the trainer in real use; here nothing samples,
 so the numbers isolate the env side.
@@ -98,6 +102,8 @@ def main() -> None:
     parser.add_argument("--step-ms", type=float, default=50.0)
     parser.add_argument("--slow-groups", type=int, default=4)
     parser.add_argument("--slow-group-size", type=int, default=4)
+    parser.add_argument("--tokenizer", default=None,
+                        help="Math-v0's tokenizer (a name or directory; default: the byte tokenizer)")
     args = parser.parse_args()
 
     import ray
@@ -105,7 +111,8 @@ def main() -> None:
     from trainers.grpo.fit import RunEnv
     from trainers.rollout_workers import RayRolloutWorkers
 
-    dataset = RunEnv("llm/Math-v0", {}).dataset("train", args.groups, args.group_size, 0)
+    env_kwargs = {} if args.tokenizer is None else {"tokenizer": args.tokenizer}
+    dataset = RunEnv("llm/Math-v0", env_kwargs).dataset("train", args.groups, args.group_size, 0)
 
     def math_batch(i: int):
         return dataset.get_batch(i)
@@ -134,7 +141,8 @@ def main() -> None:
         rows.append((workers, start_s, 1000 * math_s / math_eps, slow_eps / slow_s))
     ray.shutdown()
 
-    print(f"Math-v0: {args.groups} groups x {args.group_size}, scripted policy; slow env: "
+    print(f"Math-v0 (tokenizer {args.tokenizer or 'byte'}): {args.groups} groups x {args.group_size}, "
+          f"scripted policy; slow env: "
           f"{args.slow_groups} groups x {args.slow_group_size}, one {args.step_ms:g} ms blocking step; "
           f"median of {args.repeats} batches")
     print(f"{'workers':>8} {'pool start s':>13} {'Math-v0 ms/episode':>19} {'slow env episodes/s':>20}")

@@ -13,20 +13,27 @@ replaced by a fresh actor in its slot; every call that was in flight on it raise
 -- each of the group's rollouts then fails as any rollout failure does, and the rollout strategy
 (`llm_gym.rl.rollout_strategy`) retries it on a fresh group built in the replacement worker within
 its budget, or surfaces the failure as that strategy does. Env errors come back as the env's own
-exception (type and message), so strategies see what they would see in-process. The pool is
-driver-side state: `RemoteGroupBuilder`s are not meant to be pickled. `close()` kills the actors.
+exception (type and message), so strategies see what they would see in-process. What the
+builder's methods change happens to its copy in the worker (as under a process-pool rollout
+executor): a builder that reports to driver-side state from `compute_group_rewards` (a curriculum
+dataset) must be told on the driver instead (`CurriculumRLDataset.observe`). The pool is
+driver-side state: `RemoteGroupBuilder`s do not pickle. `close()` kills the actors.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
+import io
 import itertools
 import logging
+import pickle
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from llm_gym.env_source import EnvSource
 from llm_gym.rl.types import (
     Action,
     ActionExtra,
@@ -103,21 +110,37 @@ class _Group:
         self.envs: list[Any] = []
 
 
+class _SharedObjectsUnpickler(pickle.Unpickler):
+    """Loads a builder pickled by `_pickle_sharing_sources`, resolving its shared objects from `shared`."""
+
+    def __init__(self, data: bytes, shared: dict[str, Any]) -> None:
+        super().__init__(io.BytesIO(data))
+        self.shared = shared
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self.shared[pid]
+
+
 class _EnvWorker:
-    """The actor: holds the groups shipped to it (by group id) and their envs (by index). An async
-    actor, so many envs' steps interleave on its event loop; a step that blocks blocks this worker
-    only. Every method is a plain pass-through to the builder or env."""
+    """The actor: holds the groups shipped to it (by group id) and their envs (by index), and the
+    objects those groups share (by key). An async actor, so many envs' steps interleave on its
+    event loop; a step that blocks blocks this worker only. Every method past `open_group` is a
+    plain pass-through to the builder or env."""
 
     def __init__(self) -> None:
         self.groups: dict[str, _Group] = {}
+        self.shared: dict[str, Any] = {}
+
+    def share(self, key: str, obj: Any) -> None:
+        self.shared[key] = obj
 
     def ping(self) -> int:
         import os
 
         return os.getpid()
 
-    async def open_group(self, group_id: str, builder: EnvGroupBuilder) -> None:
-        self.groups[group_id] = _Group(builder)
+    async def open_group(self, group_id: str, pickled_builder: bytes) -> None:
+        self.groups[group_id] = _Group(_SharedObjectsUnpickler(pickled_builder, self.shared).load())
 
     async def make_envs(self, group_id: str) -> tuple[int, list[_EnvInfo]]:
         group = self.groups[group_id]
@@ -161,8 +184,9 @@ class _EnvWorker:
         if group is not None:
             await group.builder.cleanup()
 
-    def num_groups(self) -> int:
-        return len(self.groups)
+    def holdings(self) -> tuple[int, int]:
+        """(open groups, shared objects) held here: what tests check for leaks and sharing."""
+        return len(self.groups), len(self.shared)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -176,6 +200,8 @@ class _Incarnation:
         self.slot = slot
         self.actor = actor
         self.alive = True
+        # key -> the ObjectRef of the `share` call that delivered it (awaitable again in any loop)
+        self.shared: dict[str, Any] = {}
 
 
 class _Session:
@@ -198,6 +224,39 @@ class _Session:
         return self.worker.alive
 
 
+@functools.cache
+def _sharing_pickler() -> type:
+    # Imported here, so that importing this module never imports ray.
+    from ray.cloudpickle.cloudpickle import Pickler as CloudPickler
+
+    class SharingPickler(CloudPickler):
+        """Pickles as Ray does (cloudpickle), except that each `EnvSource` is left out as a
+        persistent id (`key_of(source)`) and collected in `shared`."""
+
+        def __init__(self, file: io.BytesIO, key_of: Callable[[Any], str]) -> None:
+            super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+            self.key_of = key_of
+            self.shared: dict[str, Any] = {}
+
+        def persistent_id(self, obj: Any) -> str | None:  # type: ignore[override]
+            if isinstance(obj, EnvSource):
+                key = self.key_of(obj)
+                self.shared[key] = obj
+                return key
+            return None
+
+    return SharingPickler
+
+
+def _pickle_sharing_sources(builder: EnvGroupBuilder, key_of: Callable[[Any], str]
+                            ) -> tuple[bytes, dict[str, Any]]:
+    """`builder` pickled without its `EnvSource`s, and those sources by key."""
+    buffer = io.BytesIO()
+    pickler = _sharing_pickler()(buffer, key_of)
+    pickler.dump(builder)
+    return buffer.getvalue(), pickler.shared
+
+
 class RayRolloutWorkers:
     """A pool of `num_workers` Ray actors that hold env groups (see the module docstring).
 
@@ -210,8 +269,16 @@ class RayRolloutWorkers:
             (a cluster without the CPUs for them would otherwise hang the first rollout).
 
     `wrap(builders)` gives proxies to pass to the rollout code instead of the builders; `close()`
-    (or leaving the `with` block) kills the actors, and shuts Ray down if this pool started it.
-    Raises `ImportError` naming the extra when ray is not installed.
+    (or leaving the `with` block) kills the actors, and shuts Ray down if this pool started it
+    (then without forwarding the workers' logs to this process: env errors come back as
+    exceptions). Raises `ImportError` naming the extra when ray is not installed.
+
+    Each `EnvSource` inside a builder (the dataset's per-split source, with its tokenizer and
+    renderer, which all its groups share) is sent to a worker once and shared there by the groups
+    that hold it, as it is shared in-process; the rest of the builder is pickled per group. (A
+    source carrying a 150k-token HF tokenizer pickles to ~8 MB and takes ~1 s to load: per group
+    that would dwarf the rollout.) The pool keeps each shipped source alive until it is closed, and
+    a source changed on the driver after it was shipped is not sent again.
     """
 
     def __init__(self, num_workers: int, address: str | None = None, *, num_cpus_per_worker: float = 1.0,
@@ -228,6 +295,7 @@ class RayRolloutWorkers:
         self._load = [0] * num_workers  # open groups per slot (placement only)
         self._cursor = itertools.count()
         self.replacements = 0
+        self._shared_objects: dict[int, tuple[str, Any]] = {}
         self._closed = False
         try:
             ray.get([w.actor.ping.remote() for w in self._workers], timeout=startup_timeout_s)
@@ -288,12 +356,25 @@ class RayRolloutWorkers:
     def _release_slot(self, slot: int) -> None:
         self._load[slot] -= 1
 
+    def _shared_key(self, obj: Any) -> str:
+        held = self._shared_objects.get(id(obj))
+        if held is None:  # held with its object, so the id is never reused for another one
+            held = self._shared_objects[id(obj)] = (f"shared-{len(self._shared_objects)}", obj)
+        return held[0]
+
     async def _open(self, builder: EnvGroupBuilder, slot: int) -> _Session:
-        """Ship `builder` to the actor now in `slot`, as a new group there."""
+        """Ship `builder` to the actor now in `slot`, as a new group there. Its `EnvSource`s go to
+        each worker once (`share`) and are referred to by key after that (see the class docs)."""
         if self._closed:
             raise RuntimeError("RayRolloutWorkers: the pool is closed")
-        session = _Session(self._workers[slot], uuid.uuid4().hex)
-        await self._call(session, session.actor.open_group.remote(session.group_id, builder))
+        worker = self._workers[slot]
+        session = _Session(worker, uuid.uuid4().hex)
+        pickled, sources = _pickle_sharing_sources(builder, self._shared_key)
+        for key, source in sources.items():
+            if key not in worker.shared:
+                worker.shared[key] = worker.actor.share.remote(key, source)
+            await self._call(session, worker.shared[key])  # delivered before any group uses it
+        await self._call(session, session.actor.open_group.remote(session.group_id, pickled))
         return session
 
     def _lost(self, session: _Session) -> None:

@@ -104,6 +104,10 @@ def _takes_extra(env: Any) -> bool:
     return "extra" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
+# A transition's fields a group grader may edit in place: reward, episode_done, metrics, logs.
+_TransitionEdit = tuple[float, bool, Metrics, dict[str, Any]]
+
+
 class _Group:
     def __init__(self, builder: EnvGroupBuilder) -> None:
         self.builder = builder
@@ -173,11 +177,16 @@ class _EnvWorker:
             return await env.step(action, extra=extra)
         return await env.step(action)
 
-    async def compute_group_rewards(self, group_id: str, trajectories: list[Trajectory],
-                                    indices: list[int]) -> list[tuple[float, Metrics]]:
+    async def compute_group_rewards(self, group_id: str, trajectories: list[Trajectory], indices: list[int]
+                                    ) -> tuple[list[tuple[float, Metrics]], list[list[_TransitionEdit]]]:
+        """The group rewards, and each transition's editable fields after the call: a builder may
+        edit the trajectories it grades (in-process, the caller's own objects), e.g. add metrics."""
         group = self.groups[group_id]
         envs = [group.envs[i] for i in indices]
-        return list(await group.builder.compute_group_rewards(trajectories, envs))
+        rewards = list(await group.builder.compute_group_rewards(trajectories, envs))
+        edits = [[(t.reward, t.episode_done, t.metrics, t.logs) for t in traj.transitions]
+                 for traj in trajectories]
+        return rewards, edits
 
     async def cleanup(self, group_id: str) -> None:
         group = self.groups.pop(group_id, None)
@@ -466,9 +475,11 @@ class RemoteGroupBuilder(EnvGroupBuilder):
     build more envs on the same worker-side builder, as they would in-process. If that worker died,
     the builder is shipped again to the worker replacing it and the new envs come from there.
     `compute_group_rewards` runs in the worker with the real envs (a builder that does not override
-    it gets zeros here without a round trip); it raises `WorkerLostError` when some of those envs
-    died with a worker. `cleanup()` calls the builder's cleanup in every live worker that held the
-    group; a worker that died took its envs with it and is skipped (logged)."""
+    it gets zeros here without a round trip), and what it edits in the trajectories (a transition's
+    reward, episode_done, metrics, logs) is carried back into the caller's; it raises
+    `WorkerLostError` when some of those envs died with a worker. `cleanup()` calls the builder's
+    cleanup in every live worker that held the group; a worker that died took its envs with it and
+    is skipped (logged)."""
 
     def __init__(self, pool: RayRolloutWorkers, inner: EnvGroupBuilder) -> None:
         if not isinstance(inner, EnvGroupBuilder):
@@ -517,7 +528,18 @@ class RemoteGroupBuilder(EnvGroupBuilder):
             )
         ref = session.actor.compute_group_rewards.remote(
             session.group_id, list(trajectory_group), [env._index for env in remote])
-        return list(await self._pool._call(session, ref))
+        rewards, edits = await self._pool._call(session, ref)
+        # Carry the grader's edits of the trajectories over to the caller's objects, as they
+        # would be in-process (e.g. a curriculum's per-episode metrics on the last transition).
+        for trajectory, edited in zip(trajectory_group, edits):
+            for transition, (reward, episode_done, metrics, logs) in zip(trajectory.transitions, edited):
+                transition.reward, transition.episode_done = reward, episode_done
+                # In place, not compared first: logs may hold arrays, whose == is no bool.
+                transition.metrics.clear()
+                transition.metrics.update(metrics)
+                transition.logs.clear()
+                transition.logs.update(logs)
+        return list(rewards)
 
     async def cleanup(self) -> None:
         sessions, self._sessions = self._sessions, []

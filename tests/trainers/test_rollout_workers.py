@@ -121,8 +121,8 @@ class CountEnv(Env):
 
 
 class CountBuilder(EnvGroupBuilder):
-    """G `CountEnv`s on `seed`; group rewards rank the members by their last action (so they need
-    the real envs), and `cleanup` records itself in the envs' `cleaned` flag."""
+    """G `CountEnv`s on `seed`; group rewards read the members' last action from the envs (so they
+    need the real envs) and mark each trajectory's last transition `graded`."""
 
     def __init__(self, seed: int, group_size: int = 2, gate: Any = None, report_pid: bool = False,
                  fail_on_13: bool = False) -> None:
@@ -138,6 +138,8 @@ class CountBuilder(EnvGroupBuilder):
 
     async def compute_group_rewards(self, trajectory_group, env_group):
         assert all(isinstance(env, CountEnv) for env in env_group)  # the real envs, in the worker
+        for trajectory in trajectory_group:  # graders may edit what they grade (curricula do)
+            trajectory.transitions[-1].metrics["graded"] = 1
         return [(float(env.tokens[-1] % 2), {"group_turns": env.turn}) for env in env_group]
 
 
@@ -220,6 +222,7 @@ def test_group_rewards_seams_and_errors_cross_the_boundary(ray_cluster):
         assert first is not None
         assert first.trajectories_G[0].transitions[0].metrics["max_tool_calls"] == 3
         assert first.metrics_G[0] == {"group_turns": 2}
+        assert first.trajectories_G[0].transitions[-1].metrics["graded"] == 1  # the grader's edit
         # An env's exception comes back as itself (type and message), as in-process.
         seed_with_13 = next(s for s in range(100) if _first_reply(s) == b"13")
         with pytest.raises(ValueError, match="thirteen is unlucky"):

@@ -91,6 +91,14 @@ class GRPOConfig:
     logits by the same temperature, so importance ratios compare like with like."""
     max_turns: int | None = None
     """Cap on policy calls per episode (multi-turn envs, >= 1); None: the env decides."""
+    max_staleness: int = 0
+    """Asynchronous GRPO (>= 0): 0 samples each step's batch with the weights that train it (the
+    synchronous loop). k > 0 samples step s's batch in a background thread with the weights after
+    step max(0, s - k) (a snapshot), started as soon as they exist, so rollouts and env work
+    (graders, sandboxes, tools) overlap training; the loss corrects with the sampler's recorded
+    logprobs, and each step logs `async/staleness_mean`, `async/staleness_max`,
+    `async/dropped_groups` and `async/wait_seconds` (`trainers/grpo/async_rollouts.py`). Same seed,
+    same run. Needs `sampler=hf` and one process."""
 
     # --- optimisation -------------------------------------------------------------------------
     steps: int = 120
@@ -298,7 +306,7 @@ class GRPOConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("eval_every", "save_every", "sft_steps", "warmup_steps", "lora_r", "cpu_threads",
-                     "micro_batch_tokens"):
+                     "micro_batch_tokens", "max_staleness"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables it)")
         if self.max_turns is not None and self.max_turns < 1:
@@ -357,6 +365,12 @@ class GRPOConfig:
         if not 0 < self.vllm_gpu_memory_utilization <= 1:
             raise ConfigError(f"vllm_gpu_memory_utilization={self.vllm_gpu_memory_utilization}: "
                               "must be in (0, 1]")
+        if self.sampler == "vllm" and self.max_staleness > 0:
+            raise ConfigError(
+                f"max_staleness={self.max_staleness} is not supported with sampler='vllm' (the "
+                "engine holds one copy of the weights, pushed after every step): pass "
+                "--max-staleness 0, or --sampler hf for asynchronous rollouts"
+            )
         if self.sampler == "vllm":
             _check_vllm(self)
         for name in ("env", "output_dir"):

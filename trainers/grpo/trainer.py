@@ -14,6 +14,11 @@ One step, top to bottom (docs/design.md, "Data flow of one training step"):
    group's rows (`shared_prefix.py`, `GRPOConfig.share_prefix`);
 5. clip, optimizer step, scheduler step; log, evaluate, checkpoint.
 
+With `max_staleness` k > 0, step 1 instead takes a batch sampled ahead, in a background thread, by
+the weights of step max(0, s - k) (`async_rollouts.py`; checkpoints hold the batches sampled
+ahead, so resume stays exact); the loss's importance ratio uses the sampler's recorded logprobs,
+so nothing changes in steps 2-5.
+
 `accelerate` places the model and runs data parallelism (DDP, gloo on CPU); the loss weights are
 normalised over the *global* batch, so 1 process or N, one micro-batch or many, the gradient is
 the same. `train(cfg)` returns the run summary also written to `<run_dir>/summary.json`.
@@ -63,6 +68,7 @@ from trainers._trl_compat import (
     selective_log_softmax,
     unwrap_model_for_generation,
 )
+from trainers.grpo.async_rollouts import AsyncRollouts, SampledBatch
 from trainers.grpo.checkpoint import load_checkpoint, save_checkpoint
 from trainers.grpo.config import ConfigError, GRPOConfig
 from trainers.grpo.logging import MetricsLogger, read_records
@@ -875,6 +881,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     # setup_seconds is model loading and the run-directory checks.
     clock = {"wall_seconds": 0.0, "rl_seconds": 0.0, "setup_seconds": 0.0, "segments": 0}
     already_finished = False
+    in_flight: list[SampledBatch] = []  # batches a max_staleness > 0 run had sampled ahead
     if ckpt is not None:
         state = load_checkpoint(ckpt, model, optimizer, scheduler)
         start_step = int(state["extra"]["next_data_index"])
@@ -885,6 +892,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
         if ref_model is not None and "ref_model" in state["extra"]:
             ref_model.load_state_dict(state["extra"]["ref_model"])
         dataset_state = state["extra"].get("dataset")
+        in_flight = [SampledBatch.from_state(b) for b in state["extra"].get("async_batches", [])]
         if SCHEDULE_FIELDS & set(plan.overrides):
             retune_optimizer(optimizer, scheduler, cfg)
         if is_main:
@@ -927,94 +935,127 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
                 "setup_seconds": clock["setup_seconds"] + setup_seconds,
                 "segments": clock["segments"] + 1}
 
-    step_metrics: dict[str, Any] = {}
-    for step in bar:
-        t0, cpu0 = time.monotonic(), time.process_time()
-        optimizer.zero_grad(set_to_none=True)  # this step's gradient only
-        # 1. rollouts: all of this rank's groups at once, so the sampler batches them
+    def step_rollouts(step: int, policy_model) -> tuple[list, Any]:
+        """This rank's group builders of `step` and a sampler over `policy_model` seeded for the
+        step (`step_seed`): the same batch whichever thread samples it, given the same weights."""
         builders = list(dataset.get_batch(step))[accelerator.process_index::accelerator.num_processes]
-        with unwrap_model_for_generation(model, accelerator) as policy_model:
-            sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id,
-                                   cfg.temperature,
-                                   seed=step_seed(cfg.seed, step, accelerator.process_index),
-                                   max_batch_size=max(len(builders) * cfg.group_size, 1),
-                                   multi_turn=not all(map(builder_single_turn, builders)))
-            groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
-        t_sample = time.monotonic() - t0
-        stats = group_stats(groups)
-        env_metrics = episode_metric_means(groups)
+        sampler = make_sampler(cfg, policy_model, accelerator.device, stop_ids, pad_id,
+                               cfg.temperature,
+                               seed=step_seed(cfg.seed, step, accelerator.process_index),
+                               max_batch_size=max(len(builders) * cfg.group_size, 1),
+                               multi_turn=not all(map(builder_single_turn, builders)))
+        return builders, sampler
 
-        # 2. advantages and datums
-        if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
-            groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
-        # GRPOConfig checked advantage_scale and credit against ADVANTAGE_SCALES and CREDITS (the
-        # AdvantageScale and Credit literals)
-        advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale),
-                                        credit=cast("Credit", cfg.credit))
-        data, _ = assemble_training_data(groups, advantages)
-        turn_sums = turn_credit_sums(groups, advantages) if cfg.credit == "turn" else None
+    async def sample_ahead(step: int, snapshot) -> list[TrajectoryGroup]:
+        builders, sampler = step_rollouts(step, snapshot)
+        return await _rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
 
-        # 3. forward/backward over micro-batches, then one optimizer step
-        fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
-        grad_norm = accelerator.clip_grad_norm_(
-            model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
-        # accelerate returns None only on its DeepSpeed path without a norm, where float() failed as well
-        assert grad_norm is not None, "accelerator.clip_grad_norm_ returned no gradient norm"
-        if fb["datums"] == 0:  # an empty batch (a global count, so every rank agrees): its
-            optimizer.zero_grad(set_to_none=True)  # gradient is all zeros, on which Adam's
-        optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        if cfg.sampler == "vllm":  # the engine samples the next step: give it the new weights
-            from trainers.sampling import vllm_backend
+    # max_staleness > 0: later steps' batches are sampled in a background thread while a step
+    # trains (`async_rollouts.py`); 0 keeps the synchronous loop.
+    rollouts = None
+    if cfg.max_staleness > 0:
+        check_async_supported(cfg, accelerator)
+        rollouts = AsyncRollouts(sample_ahead, cfg.max_staleness, floor=start_step,
+                                 end_step=cfg.steps, ready=in_flight)
+        rollouts.policy_updated(accelerator.unwrap_model(model), start_step)
 
-            vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
+    step_metrics: dict[str, Any] = {}
+    with rollouts or contextlib.nullcontext():  # joins the sampling thread however the loop ends
+        for step in bar:
+            t0, cpu0 = time.monotonic(), time.process_time()
+            optimizer.zero_grad(set_to_none=True)  # this step's gradient only
+            # 1. rollouts: all of this rank's groups at once, so the sampler batches them
+            async_metrics: dict[str, float] = {}
+            if rollouts is None:  # sampled now, by the weights this step trains
+                with unwrap_model_for_generation(model, accelerator) as policy_model:
+                    builders, sampler = step_rollouts(step, policy_model)
+                    groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
+                t_sample = time.monotonic() - t0
+            else:  # sampled ahead by an older version (at most max_staleness steps old)
+                batch = rollouts.take(step)
+                groups, t_sample, async_metrics = batch.groups, batch.sample_seconds, batch.metrics
+            stats = group_stats(groups)
+            env_metrics = episode_metric_means(groups)
 
-        # 4. metrics
-        totals = cast(torch.Tensor, accelerator.reduce(torch.tensor(
-            [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
-             stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
-            dtype=torch.float64, device=accelerator.device), "sum")).tolist()
-        turn_metrics: dict[str, float] = {}
-        if turn_sums is not None:  # every rank has the same config, so all of them reduce here
-            turn_metrics = turn_credit_metrics(cast(torch.Tensor, accelerator.reduce(
-                torch.from_numpy(turn_sums).to(accelerator.device), "sum")).cpu().numpy())
-        step_seconds = time.monotonic() - t0
-        step_metrics = {
-            "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
-            **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
-            "group_reward_std": totals[4] / max(totals[6], 1),
-            "frac_mixed_groups": totals[5] / max(totals[6], 1),
-            "frac_context_full": totals[7] / max(totals[2], 1),
-            "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
-            "sample_seconds": t_sample, "step_seconds": step_seconds,
-            # this process's CPU time (all its threads): on a shared machine, what the step cost
-            # apart from waiting for a core
-            "step_cpu_seconds": time.process_time() - cpu0,
-            **env_metrics, **turn_metrics,
-        }
-        done = step + 1
-        if fb["datums"] == 0:
-            empty_steps += 1
-            if is_main and not warned_empty:
-                warned_empty = True
-                message = empty_steps_message(empty_steps, done, int(totals[6]), int(totals[5]),
-                                              empty_steps_hint(cfg.sft_steps))
-                with tqdm.external_write_mode():  # the warning on its own line, not over the bar
-                    warnings.warn(message)
-        summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it
-        step_metrics["empty_steps"] = empty_steps
-        if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-            ev = run_eval(f"eval at step {done}")
-            step_metrics.update(eval_metrics(ev))
-            last_eval = ev["accuracy"]
-        logger.log(done, step_metrics)
-        eval_postfix: dict[str, Any] = {} if last_eval is None else {"eval": f"{last_eval:.2f}"}
-        bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
-                        **eval_postfix, loss=f"{fb['loss']:.3f}")
-        if cfg.save_every and done % cfg.save_every == 0 and done < cfg.steps:
-            _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
-                  elapsed(), dataset=dataset)
+            # 2. advantages and datums
+            if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
+                groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
+            # GRPOConfig checked advantage_scale and credit against ADVANTAGE_SCALES and CREDITS (the
+            # AdvantageScale and Credit literals)
+            advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale),
+                                            credit=cast("Credit", cfg.credit))
+            data, _ = assemble_training_data(groups, advantages)
+            turn_sums = turn_credit_sums(groups, advantages) if cfg.credit == "turn" else None
+
+            # 3. forward/backward over micro-batches, then one optimizer step
+            fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
+            grad_norm = accelerator.clip_grad_norm_(
+                model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
+            # accelerate returns None only on its DeepSpeed path without a norm, where float() failed as well
+            assert grad_norm is not None, "accelerator.clip_grad_norm_ returned no gradient norm"
+            if fb["datums"] == 0:  # an empty batch (a global count, so every rank agrees): its
+                optimizer.zero_grad(set_to_none=True)  # gradient is all zeros, on which Adam's
+            optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            if cfg.sampler == "vllm":  # the engine samples the next step: give it the new weights
+                from trainers.sampling import vllm_backend
+
+                vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
+            done = step + 1  # the weights are now version `done`
+            checkpoint_due = bool(cfg.save_every) and done % cfg.save_every == 0 and done < cfg.steps
+            if rollouts is not None and not checkpoint_due:  # start sampling from the new version
+                rollouts.policy_updated(accelerator.unwrap_model(model), done)
+
+            # 4. metrics
+            totals = cast(torch.Tensor, accelerator.reduce(torch.tensor(
+                [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
+                 stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
+                dtype=torch.float64, device=accelerator.device), "sum")).tolist()
+            turn_metrics: dict[str, float] = {}
+            if turn_sums is not None:  # every rank has the same config, so all of them reduce here
+                turn_metrics = turn_credit_metrics(cast(torch.Tensor, accelerator.reduce(
+                    torch.from_numpy(turn_sums).to(accelerator.device), "sum")).cpu().numpy())
+            step_seconds = time.monotonic() - t0
+            step_metrics = {
+                "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
+                **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
+                "group_reward_std": totals[4] / max(totals[6], 1),
+                "frac_mixed_groups": totals[5] / max(totals[6], 1),
+                "frac_context_full": totals[7] / max(totals[2], 1),
+                "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
+                "sample_seconds": t_sample, "step_seconds": step_seconds,
+                # this process's CPU time (all its threads): on a shared machine, what the step cost
+                # apart from waiting for a core
+                "step_cpu_seconds": time.process_time() - cpu0,
+                **env_metrics, **turn_metrics, **async_metrics,
+            }
+            if fb["datums"] == 0:
+                empty_steps += 1
+                if is_main and not warned_empty:
+                    warned_empty = True
+                    message = empty_steps_message(empty_steps, done, int(totals[6]), int(totals[5]),
+                                                  empty_steps_hint(cfg.sft_steps))
+                    with tqdm.external_write_mode():  # the warning on its own line, not over the bar
+                        warnings.warn(message)
+            summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it
+            step_metrics["empty_steps"] = empty_steps
+            if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
+                ev = run_eval(f"eval at step {done}")
+                step_metrics.update(eval_metrics(ev))
+                last_eval = ev["accuracy"]
+            logger.log(done, step_metrics)
+            eval_postfix: dict[str, Any] = {} if last_eval is None else {"eval": f"{last_eval:.2f}"}
+            bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
+                            **eval_postfix, loss=f"{fb['loss']:.3f}")
+            if checkpoint_due:
+                # With max_staleness > 0 the batches sampled ahead are finished and saved with it, and
+                # the new version's batch starts only after it: the dataset state saved is the one
+                # that batch's `get_batch` finds, as in an uninterrupted run.
+                _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
+                      elapsed(), dataset=dataset, in_flight=rollouts.drain() if rollouts else None)
+                if rollouts is not None:
+                    rollouts.policy_updated(accelerator.unwrap_model(model), done)
     bar.close()
 
     # --- final eval, checkpoint, summary ------------------------------------------------------
@@ -1047,6 +1088,25 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     return summary
 
 
+def check_async_supported(cfg: GRPOConfig, accelerator) -> None:
+    """Raise `ConfigError` where `max_staleness` > 0 cannot run: the pipeline samples with a copy
+    of the whole policy in one process (`async_rollouts.py`), so not under multi-process
+    `accelerate launch` nor DeepSpeed/FSDP (sharded weights); the vLLM sampler is refused by
+    `GRPOConfig.validate`."""
+    from accelerate.utils import DistributedType
+
+    if accelerator.num_processes > 1:
+        raise ConfigError(
+            f"max_staleness={cfg.max_staleness} runs in one process, but this run has "
+            f"{accelerator.num_processes}: launch it without `accelerate launch` (one process), or "
+            "pass --max-staleness 0 for multi-process training")
+    if accelerator.distributed_type in (DistributedType.DEEPSPEED, DistributedType.FSDP):
+        raise ConfigError(
+            f"max_staleness={cfg.max_staleness} samples from a full copy of the weights, which "
+            f"{accelerator.distributed_type.value} shards: pass --max-staleness 0, or train "
+            "without DeepSpeed/FSDP")
+
+
 def set_cpu_threads(cfg: GRPOConfig, model, accelerator) -> None:
     if accelerator.device.type != "cpu":
         return
@@ -1065,11 +1125,13 @@ def _quiet_libraries() -> None:
 
 
 def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summary, clock,
-          finished: bool = False, dataset: Any = None) -> None:
+          finished: bool = False, dataset: Any = None,
+          in_flight: Sequence[SampledBatch] | None = None) -> None:
     """Checkpoint `step` (main process). `clock`: the run's time so far, summed over segments;
     `finished`: the final checkpoint, written after the final evaluation; `dataset`: saved with
     its `state_dict()` when it has one (a curriculum's level and pending outcomes), which resume
-    restores."""
+    restores; `in_flight`: the batches a `max_staleness` > 0 run has sampled for later steps
+    (`AsyncRollouts.drain`), which resume trains on instead of sampling them again."""
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
         extra = {"next_data_index": step, "summary": dict(summary), "clock": dict(clock),
@@ -1078,6 +1140,8 @@ def _save(cfg, accelerator, model, optimizer, scheduler, ref_model, step, summar
             extra["ref_model"] = ref_model.state_dict()
         if callable(getattr(dataset, "state_dict", None)):
             extra["dataset"] = dataset.state_dict()
+        if in_flight:
+            extra["async_batches"] = [batch.state() for batch in in_flight]
         save_checkpoint(cfg.run_dir, step, accelerator.unwrap_model(model), optimizer, scheduler, extra)
     accelerator.wait_for_everyone()
 

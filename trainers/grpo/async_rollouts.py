@@ -1,0 +1,238 @@
+"""Bounded-staleness rollouts for GRPO: the batches of later steps are sampled while a step trains.
+
+`AsyncRollouts` owns one background thread that samples batches in step order; the trainer takes
+step s's batch (`take`), trains, and reports each new policy version (`policy_updated`; version v
+= the weights after v optimizer steps, so the weights that train step s are version s). The
+schedule is fixed, so a run is reproducible: step s's batch is sampled by version
+`max(floor, s - max_staleness)` -- `floor` is the version the run (or a resumed segment) started
+from -- and is started as soon as that version exists, over a *snapshot* of the policy (a copy the
+trainer never mutates; snapshots are recycled, at most `max_staleness + 1` alive). Because one
+thread samples the batches one after another, the dataset sees `get_batch` and the rollouts'
+reward calls in the same order as the synchronous loop does (a curriculum moves identically).
+Every group carries the version that sampled it; `take` drops groups older than
+`current - max_staleness` (possible only with batches restored from a checkpoint written under a
+larger bound) and reports `async/staleness_mean`, `async/staleness_max`, `async/dropped_groups`
+and `async/wait_seconds` (how long the step waited for its batch). `drain` finishes every started
+batch and returns those not yet taken, for a checkpoint; `AsyncRollouts(..., ready=...)` resumes
+from them. An exception in a batch's sampling is raised by the `take` of that step, in the
+caller's thread; `close` (also on leaving the `with` block, on any exception or KeyboardInterrupt)
+cancels the batch being sampled and joins the thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
+
+import torch
+
+__all__ = ["AsyncRollouts", "SampledBatch", "drop_stale", "sampling_version"]
+
+G = TypeVar("G")  # a trajectory group (`llm_gym.rl.TrajectoryGroup` in the trainer)
+THREAD_NAME = "grpo-rollouts"
+
+
+def sampling_version(step: int, max_staleness: int, floor: int = 0) -> int:
+    """The policy version that samples `step`'s batch: `max(floor, step - max_staleness)`."""
+    return max(floor, step - max_staleness)
+
+
+@dataclass
+class SampledBatch(Generic[G]):
+    """One step's rollouts: its groups, the policy version of each, and the sampling time (the
+    batch's own, in the background thread: it overlaps training)."""
+
+    step: int
+    groups: list[G]
+    versions: list[int]
+    sample_seconds: float
+    metrics: dict[str, float] = field(default_factory=dict)  # filled by `take`
+
+    def state(self) -> dict[str, Any]:
+        """A picklable record for a checkpoint (`SampledBatch.from_state` reverses it)."""
+        return {"step": self.step, "groups": self.groups, "versions": self.versions,
+                "sample_seconds": self.sample_seconds}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> "SampledBatch":
+        return cls(int(state["step"]), list(state["groups"]), [int(v) for v in state["versions"]],
+                   float(state["sample_seconds"]))
+
+
+def drop_stale(batch: SampledBatch[G], current: int, max_staleness: int) -> tuple[list[G], list[int], int]:
+    """(kept groups, their versions, how many were dropped): a group sampled by a version older
+    than `current - max_staleness` is dropped."""
+    kept = [(g, v) for g, v in zip(batch.groups, batch.versions) if current - v <= max_staleness]
+    return [g for g, _ in kept], [v for _, v in kept], len(batch.groups) - len(kept)
+
+
+class _Snapshots:
+    """Copies of the policy for the sampler: one per version still needed, recycled when free.
+
+    `take(model)` returns a copy holding `model`'s current weights (no gradients, same train/eval
+    mode); `release(copy)` returns it to the free list once no batch samples with it. Main thread
+    only (the copies in use are only *read* by the background thread)."""
+
+    def __init__(self) -> None:
+        self._free: list[torch.nn.Module] = []
+
+    def take(self, model: torch.nn.Module) -> torch.nn.Module:
+        if self._free:
+            snapshot = self._free.pop()
+            with torch.no_grad():
+                snapshot.load_state_dict(model.state_dict())
+            return snapshot
+        # deepcopy would copy .grad too; the trainer zeroes gradients (set_to_none) before this
+        snapshot = copy.deepcopy(model)
+        snapshot.requires_grad_(False)
+        return snapshot
+
+    def release(self, snapshot: torch.nn.Module) -> None:
+        self._free.append(snapshot)
+
+
+class AsyncRollouts(Generic[G]):
+    """The bounded-staleness pipeline of one training segment (steps `floor` ..< `end_step`).
+
+    Args:
+        sample: `await sample(step, policy)` -> that step's groups, sampled with `policy` (a
+            snapshot); runs in the background thread's event loop.
+        max_staleness: k >= 1; step s is sampled by version `sampling_version(s, k, floor)`.
+        floor: the version of the weights the segment starts from (its first step).
+        end_step: one past the last step.
+        ready: batches restored from a checkpoint (`drain`), taken instead of being sampled.
+
+    Call `policy_updated(model, floor)` once before the first `take`, then once per new version.
+    """
+
+    def __init__(self, sample: Callable[[int, Any], Awaitable[list[G]]], max_staleness: int,
+                 floor: int, end_step: int, ready: Sequence[SampledBatch[G]] = ()) -> None:
+        if max_staleness < 1:
+            raise ValueError(f"max_staleness={max_staleness}: the pipeline needs >= 1 (0 is the "
+                             "synchronous loop)")
+        self._sample = sample
+        self.max_staleness = max_staleness
+        self.floor = floor
+        self.end_step = end_step
+        self._ready: dict[int, SampledBatch[G]] = {b.step: b for b in ready if b.step >= floor}
+        self._futures: dict[int, Future] = {}
+        self._snapshot_of: dict[int, torch.nn.Module] = {}  # step -> its snapshot, until taken
+        self._snapshots = _Snapshots()
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)
+        self._lock = threading.Lock()  # guards the running batch's loop/task handles below
+        self._running: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
+        self._closed = False
+        self._failed = False  # a batch raised: later batches are not sampled
+
+    # --- the trainer's side ---------------------------------------------------------------
+    def policy_updated(self, model: torch.nn.Module, version: int) -> None:
+        """Version `version` of the policy exists (`model` holds it): start every batch that it
+        samples. At `floor` that is steps floor..floor+k (less those restored), later step
+        version+k."""
+        if version == self.floor:
+            steps = range(self.floor, self.floor + self.max_staleness + 1)
+        else:
+            steps = range(version + self.max_staleness, version + self.max_staleness + 1)
+        steps = [s for s in steps if s < self.end_step and s not in self._ready
+                 and s not in self._futures
+                 and sampling_version(s, self.max_staleness, self.floor) == version]
+        if not steps:
+            return
+        snapshot = self._snapshots.take(model)
+        for step in steps:
+            self._snapshot_of[step] = snapshot
+            self._futures[step] = self._executor.submit(self._run, step, snapshot, version)
+
+    def take(self, step: int) -> SampledBatch[G]:
+        """Step `step`'s batch (waiting for it), with the groups older than the bound dropped and
+        the step's `async/...` metrics. Raises what its sampling raised."""
+        t0 = time.monotonic()
+        if step in self._ready:
+            batch = self._ready.pop(step)
+        elif step in self._futures:
+            try:
+                batch = self._futures.pop(step).result()
+            finally:
+                self._release(step)
+        else:
+            raise RuntimeError(f"step {step}'s batch was never started: call policy_updated() "
+                               "for every new policy version before taking a step")
+        wait = time.monotonic() - t0
+        groups, versions, dropped = drop_stale(batch, step, self.max_staleness)
+        staleness = [step - v for v in versions]
+        batch.groups, batch.versions = groups, versions
+        batch.metrics = {
+            "async/staleness_mean": sum(staleness) / len(staleness) if staleness else 0.0,
+            "async/staleness_max": float(max(staleness, default=0)),
+            "async/dropped_groups": float(dropped),
+            "async/wait_seconds": wait,
+        }
+        return batch
+
+    def drain(self) -> list[SampledBatch[G]]:
+        """Finish every started batch and return all not yet taken, in step order (for a
+        checkpoint: with them, a resumed run trains exactly what this one will). Raises what a
+        batch's sampling raised."""
+        for step in sorted(self._futures):
+            try:
+                self._ready[step] = self._futures.pop(step).result()
+            finally:
+                self._release(step)
+        return [self._ready[s] for s in sorted(self._ready)]
+
+    def close(self) -> None:
+        """Cancel the batches not started and the one being sampled; join the thread."""
+        if self._closed:
+            return
+        self._closed = True
+        for future in self._futures.values():
+            future.cancel()
+        with self._lock:
+            if self._running is not None:
+                loop, task = self._running
+                loop.call_soon_threadsafe(task.cancel)
+        self._executor.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "AsyncRollouts[G]":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- the background thread's side -----------------------------------------------------
+    def _run(self, step: int, snapshot: torch.nn.Module, version: int) -> SampledBatch[G]:
+        if self._failed or self._closed:  # a failed batch ends the run; don't sample past it
+            raise RuntimeError(f"step {step}'s batch was not sampled: an earlier batch failed "
+                               "or the pipeline was closed")
+        t0 = time.monotonic()
+        groups: list[G] = []
+
+        async def main() -> None:
+            task = asyncio.current_task()
+            assert task is not None  # asyncio.run runs main() as a task
+            with self._lock:
+                if self._closed:
+                    return
+                self._running = (asyncio.get_running_loop(), task)
+            # the result travels outside the task, as `trainer.rollout_groups` explains
+            groups.extend(await self._sample(step, snapshot))
+
+        try:
+            asyncio.run(main())
+        except BaseException:
+            self._failed = True
+            raise
+        finally:
+            with self._lock:
+                self._running = None
+        return SampledBatch(step, groups, [version] * len(groups), time.monotonic() - t0)
+
+    def _release(self, step: int) -> None:
+        snapshot = self._snapshot_of.pop(step, None)
+        if snapshot is not None and all(s is not snapshot for s in self._snapshot_of.values()):
+            self._snapshots.release(snapshot)

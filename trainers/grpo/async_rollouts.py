@@ -1,22 +1,25 @@
 """Bounded-staleness rollouts for GRPO: the batches of later steps are sampled while a step trains.
 
-`AsyncRollouts` owns one background thread that samples batches in step order; the trainer takes
-step s's batch (`take`), trains, and reports each new policy version (`policy_updated`; version v
-= the weights after v optimizer steps, so the weights that train step s are version s). The
-schedule is fixed, so a run is reproducible: step s's batch is sampled by version
+`AsyncRollouts` owns one background thread running one event loop; the trainer takes step s's
+batch (`take`), trains, and reports each new policy version (`policy_updated`; version v = the
+weights after v optimizer steps, so the weights that train step s are version s). The schedule is
+fixed, so a run is reproducible: step s's batch is sampled by version
 `max(floor, s - max_staleness)` -- `floor` is the version the run (or a resumed segment) started
 from -- and is started as soon as that version exists, over a *snapshot* of the policy (a copy the
-trainer never mutates; snapshots are recycled, at most `max_staleness + 1` alive). Because one
-thread samples the batches one after another, the dataset sees `get_batch` and the rollouts'
-reward calls in the same order as the synchronous loop does (a curriculum moves identically).
-Every group carries the version that sampled it; `take` drops groups older than
-`current - max_staleness` (possible only with batches restored from a checkpoint written under a
-larger bound) and reports `async/staleness_mean`, `async/staleness_max`, `async/dropped_groups`
-and `async/wait_seconds` (how long the step waited for its batch). `drain` finishes every started
-batch and returns those not yet taken, for a checkpoint; `AsyncRollouts(..., ready=...)` resumes
-from them. An exception in a batch's sampling is raised by the `take` of that step, in the
-caller's thread; `close` (also on leaving the `with` block, on any exception or KeyboardInterrupt)
-cancels the batch being sampled and joins the thread.
+trainer never mutates; one per batch in flight, recycled, so at most `max_staleness + 1` alive),
+with the step's own sampler seed. Up to `max_staleness` batches are in flight at once in the loop, so their awaited
+env work (graders, sandboxes and tools in executors) overlaps each other's and the training step;
+blocking env code overlaps only the training step. Batches start in step order, so `get_batch` is
+called in step order; a stateful dataset (a curriculum) may be asked for batch s+1 before batch s's
+rewards are in, deterministically so when the env's work is (no wall-clock timeouts or executor
+races). Every group carries the version that sampled it; `take` drops groups older than
+`current - max_staleness` (possible with batches restored from a checkpoint written under a larger
+bound) and reports `async/staleness_mean`, `async/staleness_max`, `async/dropped_groups` and
+`async/wait_seconds` (how long the step waited for its batch). `drain` finishes every started batch
+and returns those not yet taken, for a checkpoint; `AsyncRollouts(..., ready=...)` resumes from
+them. An exception in a batch's sampling is raised by the `take` of that step, in the caller's
+thread; `close` (also on leaving the `with` block, on any exception or KeyboardInterrupt) cancels
+the batches in flight and joins the thread.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import asyncio
 import copy
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Generic, Sequence, TypeVar
 
@@ -72,11 +75,12 @@ def drop_stale(batch: SampledBatch[G], current: int, max_staleness: int) -> tupl
 
 
 class _Snapshots:
-    """Copies of the policy for the sampler: one per version still needed, recycled when free.
+    """Copies of the policy for the sampler: one per batch in flight, recycled when it is taken.
 
     `take(model)` returns a copy holding `model`'s current weights (no gradients, same train/eval
-    mode); `release(copy)` returns it to the free list once no batch samples with it. Main thread
-    only (the copies in use are only *read* by the background thread)."""
+    mode); `release(copy)` returns it to the free list once its batch is done. Main thread only
+    (the copies in use are only *read* by the background thread); which copy a batch gets is
+    decided here, in step order, so it is the same run to run."""
 
     def __init__(self) -> None:
         self._free: list[torch.nn.Module] = []
@@ -101,7 +105,9 @@ class AsyncRollouts(Generic[G]):
 
     Args:
         sample: `await sample(step, policy)` -> that step's groups, sampled with `policy` (a
-            snapshot); runs in the background thread's event loop.
+            snapshot); runs in the background thread's event loop, up to `max_staleness` batches
+            at a time (its synchronous part -- `get_batch`, building the sampler -- runs in step
+            order, as each batch starts).
         max_staleness: k >= 1; step s is sampled by version `sampling_version(s, k, floor)`.
         floor: the version of the weights the segment starts from (its first step).
         end_step: one past the last step.
@@ -123,11 +129,14 @@ class AsyncRollouts(Generic[G]):
         self._futures: dict[int, Future] = {}
         self._snapshot_of: dict[int, torch.nn.Module] = {}  # step -> its snapshot, until taken
         self._snapshots = _Snapshots()
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=THREAD_NAME)
-        self._lock = threading.Lock()  # guards the running batch's loop/task handles below
-        self._running: tuple[asyncio.AbstractEventLoop, asyncio.Task] | None = None
         self._closed = False
-        self._failed = False  # a batch raised: later batches are not sampled
+        # One event loop in one thread: batches in flight overlap their awaits (graders, sandboxes,
+        # tools in executors) with each other and with training, and start in step order.
+        self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        # daemon: a pipeline never closed must not keep the interpreter alive (`close` joins it)
+        self._thread = threading.Thread(target=self._serve, name=THREAD_NAME, daemon=True)
+        self._thread.start()
 
     # --- the trainer's side ---------------------------------------------------------------
     def policy_updated(self, model: torch.nn.Module, version: int) -> None:
@@ -141,12 +150,15 @@ class AsyncRollouts(Generic[G]):
         steps = [s for s in steps if s < self.end_step and s not in self._ready
                  and s not in self._futures
                  and sampling_version(s, self.max_staleness, self.floor) == version]
-        if not steps:
-            return
-        snapshot = self._snapshots.take(model)
         for step in steps:
+            # A copy per batch, even for batches of one version: the sampler keeps per-model
+            # state (its cache-layout and shared-decode checks, which pick the numerical path of
+            # a model's first calls), and batches sharing a model would see it in whatever order
+            # the loop interleaves them, i.e. a timing-dependent last bit of their logprobs.
+            snapshot = self._snapshots.take(model)
             self._snapshot_of[step] = snapshot
-            self._futures[step] = self._executor.submit(self._run, step, snapshot, version)
+            self._futures[step] = asyncio.run_coroutine_threadsafe(
+                self._run(step, snapshot, version), self._loop)
 
     def take(self, step: int) -> SampledBatch[G]:
         """Step `step`'s batch (waiting for it), with the groups older than the bound dropped and
@@ -186,17 +198,14 @@ class AsyncRollouts(Generic[G]):
         return [self._ready[s] for s in sorted(self._ready)]
 
     def close(self) -> None:
-        """Cancel the batches not started and the one being sampled; join the thread."""
+        """Cancel every batch still being sampled and join the thread."""
         if self._closed:
             return
         self._closed = True
         for future in self._futures.values():
-            future.cancel()
-        with self._lock:
-            if self._running is not None:
-                loop, task = self._running
-                loop.call_soon_threadsafe(task.cancel)
-        self._executor.shutdown(wait=True, cancel_futures=True)
+            future.cancel()  # cancels its task in the loop
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join()
 
     def __enter__(self) -> "AsyncRollouts[G]":
         return self
@@ -205,34 +214,28 @@ class AsyncRollouts(Generic[G]):
         self.close()
 
     # --- the background thread's side -----------------------------------------------------
-    def _run(self, step: int, snapshot: torch.nn.Module, version: int) -> SampledBatch[G]:
-        if self._failed or self._closed:  # a failed batch ends the run; don't sample past it
-            raise RuntimeError(f"step {step}'s batch was not sampled: an earlier batch failed "
-                               "or the pipeline was closed")
-        t0 = time.monotonic()
-        groups: list[G] = []
-
+    def _serve(self) -> None:
         async def main() -> None:
-            task = asyncio.current_task()
-            assert task is not None  # asyncio.run runs main() as a task
-            with self._lock:
-                if self._closed:
-                    return
-                self._running = (asyncio.get_running_loop(), task)
-            # the result travels outside the task, as `trainer.rollout_groups` explains
-            groups.extend(await self._sample(step, snapshot))
+            await self._stop.wait()
+            batches = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in batches:
+                task.cancel()
+            await asyncio.gather(*batches, return_exceptions=True)
 
+        asyncio.set_event_loop(self._loop)
         try:
-            asyncio.run(main())
-        except BaseException:
-            self._failed = True
-            raise
+            self._loop.run_until_complete(main())
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
         finally:
-            with self._lock:
-                self._running = None
+            self._loop.close()
+
+    async def _run(self, step: int, snapshot: torch.nn.Module, version: int) -> SampledBatch[G]:
+        t0 = time.monotonic()
+        groups = list(await self._sample(step, snapshot))
+        # the batch's latency: with other batches in flight it includes their turns in the loop
         return SampledBatch(step, groups, [version] * len(groups), time.monotonic() - t0)
 
     def _release(self, step: int) -> None:
         snapshot = self._snapshot_of.pop(step, None)
-        if snapshot is not None and all(s is not snapshot for s in self._snapshot_of.values()):
+        if snapshot is not None:
             self._snapshots.release(snapshot)

@@ -119,23 +119,49 @@ class _SamplingFailed(Exception):
 
 
 def test_an_error_in_sampling_is_raised_by_take_in_the_callers_thread():
-    seen_in: list[str] = []
+    seen_in: dict[int, str] = {}
 
     async def sample(step, policy):
-        seen_in.append(threading.current_thread().name)
+        seen_in[step] = threading.current_thread().name
         if step == 2:
             raise _SamplingFailed("grader crashed on step 2")
         return [step]
 
     model = _version_model(0)
+    taken = []
     with pytest.raises(_SamplingFailed, match="grader crashed on step 2"):
         with AsyncRollouts(sample, 1, floor=0, end_step=5) as rollouts:
             rollouts.policy_updated(model, 0)
             for step in range(5):
-                rollouts.take(step)
+                taken.append(rollouts.take(step).groups)
                 rollouts.policy_updated(model, step + 1)
-    assert len(seen_in) == 3  # steps 0-2: none was sampled past the failed one
-    assert all(name.startswith(THREAD_NAME) for name in seen_in)
+    assert taken == [[0], [1]]
+    assert {0, 1, 2} <= set(seen_in) and all(n.startswith(THREAD_NAME) for n in seen_in.values())
+    assert not _pipeline_threads()
+
+
+def test_batches_in_flight_overlap_their_awaits():
+    """k batches in flight share the loop: each waits on an event only the next one sets, which
+    would deadlock if they were sampled one after another."""
+    k, steps = 3, 6
+    arrived = {s: asyncio.Event() for s in range(steps + k)}
+    loop_of: list[asyncio.AbstractEventLoop] = []
+
+    async def sample(step, policy):
+        loop_of.append(asyncio.get_running_loop())
+        arrived[step].set()
+        if step + 1 < k:  # the first k batches start together (all sampled by version 0)
+            await asyncio.wait_for(arrived[step + 1].wait(), 60)
+        return [step]
+
+    with AsyncRollouts(sample, k, floor=0, end_step=steps) as rollouts:
+        rollouts.policy_updated(_version_model(0), 0)
+        groups = []
+        for step in range(steps):
+            groups.append(rollouts.take(step).groups)
+            rollouts.policy_updated(_version_model(step + 1), step + 1)
+    assert groups == [[s] for s in range(steps)]
+    assert len(set(map(id, loop_of))) == 1
     assert not _pipeline_threads()
 
 

@@ -6,10 +6,10 @@ weights after v optimizer steps, so the weights that train step s are version s)
 fixed, so a run is reproducible: step s's batch is sampled by version
 `max(floor, s - max_staleness)` -- `floor` is the version the run (or a resumed segment) started
 from -- and is started as soon as that version exists, over a *snapshot* of the policy (a copy the
-trainer never mutates; one per batch in flight, recycled, so at most `max_staleness + 1` alive),
-with the step's own sampler seed. Up to `max_staleness` batches are in flight at once in the loop, so their awaited
-env work (graders, sandboxes and tools in executors) overlaps each other's and the training step;
-blocking env code overlaps only the training step. Batches start in step order, so `get_batch` is
+trainer never mutates; one per batch in flight, recycled), with the step's own sampler seed. Up
+to `max_staleness + 1` batches are in flight at once in the loop (k + 1 at the start, then k), so
+their awaited env work (graders, sandboxes and tools in executors) overlaps each other's and the
+training step; blocking env code overlaps only the training step. Batches start in step order, so `get_batch` is
 called in step order; a stateful dataset (a curriculum) may be asked for batch s+1 before batch s's
 rewards are in, deterministically so when the env's work is (no wall-clock timeouts or executor
 races). Every group carries the version that sampled it; `take` drops groups older than
@@ -105,8 +105,8 @@ class AsyncRollouts(Generic[G]):
 
     Args:
         sample: `await sample(step, policy)` -> that step's groups, sampled with `policy` (a
-            snapshot); runs in the background thread's event loop, up to `max_staleness` batches
-            at a time (its synchronous part -- `get_batch`, building the sampler -- runs in step
+            snapshot); runs in the background thread's event loop, up to `max_staleness + 1`
+            batches at a time (its synchronous part -- `get_batch`, building the sampler -- runs in step
             order, as each batch starts).
         max_staleness: k >= 1; step s is sampled by version `sampling_version(s, k, floor)`.
         floor: the version of the weights the segment starts from (its first step).

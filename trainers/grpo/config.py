@@ -94,11 +94,11 @@ class GRPOConfig:
     max_staleness: int = 0
     """Asynchronous GRPO (>= 0): 0 samples each step's batch with the weights that train it (the
     synchronous loop). k > 0 samples step s's batch in a background thread with the weights after
-    step max(0, s - k) (a snapshot per batch), started as soon as they exist, up to k batches at
-    once, so rollouts and awaited env work (graders, sandboxes, tools) overlap training and each
-    other; the loss corrects with the sampler's recorded logprobs, and each step logs `async/staleness_mean`, `async/staleness_max`,
-    `async/dropped_groups` and `async/wait_seconds` (`trainers/grpo/async_rollouts.py`). Same seed,
-    same run. Needs `sampler=hf` and one process."""
+    step max(0, s - k) (a snapshot per batch), started as soon as they exist, up to k + 1 batches
+    at once, so rollouts and awaited env work (graders, sandboxes, tools) overlap training and each
+    other; the loss corrects with the sampler's recorded logprobs, and each step logs
+    `async/staleness_mean`, `async/staleness_max`, `async/dropped_groups` and `async/wait_seconds`
+    (`trainers/grpo/async_rollouts.py`). Same seed, same run. Needs `sampler=hf` and one process."""
 
     # --- optimisation -------------------------------------------------------------------------
     steps: int = 120

@@ -780,11 +780,13 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
     """Run SFT warm start (optional) + GRPO as configured; return (and write) the summary.
 
     `dataset` replaces the registered env's train split (any `RLDataset`); evaluation still uses
-    `cfg.env`'s test split. Torch's CPU thread count is restored on return.
+    `cfg.env`'s test split. Torch's CPU thread count is restored on return, and with
+    `max_staleness` > 0 the rollout thread is joined however the run ends (error, Ctrl-C).
     """
     threads = torch.get_num_threads()
     try:
-        return _train(cfg, dataset)
+        with contextlib.ExitStack() as cleanup:
+            return _train(cfg, dataset, cleanup)
     finally:
         torch.set_num_threads(threads)
         if cfg.sampler == "vllm":  # the run's engine (and its KV cache) ends with the run
@@ -793,7 +795,7 @@ def train(cfg: GRPOConfig, dataset: RLDataset | None = None) -> dict[str, Any]:
             vllm_backend.close_engine()
 
 
-def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
+def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitStack) -> dict[str, Any]:
     t_start = time.monotonic()
     cfg.validate(check_env=dataset is None)
     _quiet_libraries()
@@ -955,108 +957,111 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None) -> dict[str, Any]:
     rollouts = None
     if cfg.max_staleness > 0:
         check_async_supported(cfg, accelerator)
-        rollouts = AsyncRollouts(sample_ahead, cfg.max_staleness, floor=start_step,
-                                 end_step=cfg.steps, ready=in_flight)
+        # `train`'s exit stack closes it (cancels and joins) however the run ends
+        rollouts = cleanup.enter_context(AsyncRollouts(
+            sample_ahead, cfg.max_staleness, floor=start_step, end_step=cfg.steps, ready=in_flight))
         rollouts.policy_updated(accelerator.unwrap_model(model), start_step)
 
     step_metrics: dict[str, Any] = {}
-    with rollouts or contextlib.nullcontext():  # joins the sampling thread however the loop ends
-        for step in bar:
-            t0, cpu0 = time.monotonic(), time.process_time()
-            optimizer.zero_grad(set_to_none=True)  # this step's gradient only
-            # 1. rollouts: all of this rank's groups at once, so the sampler batches them
-            async_metrics: dict[str, float] = {}
-            if rollouts is None:  # sampled now, by the weights this step trains
-                with unwrap_model_for_generation(model, accelerator) as policy_model:
-                    builders, sampler = step_rollouts(step, policy_model)
-                    groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
-                t_sample = time.monotonic() - t0
-            else:  # sampled ahead by an older version (at most max_staleness steps old)
-                batch = rollouts.take(step)
-                groups, t_sample, async_metrics = batch.groups, batch.sample_seconds, batch.metrics
-            stats = group_stats(groups)
-            env_metrics = episode_metric_means(groups)
+    for step in bar:
+        t0, cpu0 = time.monotonic(), time.process_time()
+        optimizer.zero_grad(set_to_none=True)  # this step's gradient only
+        # 1. rollouts: all of this rank's groups at once, so the sampler batches them
+        async_metrics: dict[str, float] = {}
+        if rollouts is None:  # sampled now, by the weights this step trains
+            with unwrap_model_for_generation(model, accelerator) as policy_model:
+                builders, sampler = step_rollouts(step, policy_model)
+                groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
+            t_sample = time.monotonic() - t0
+        else:  # sampled ahead by an older version (at most max_staleness steps old)
+            batch = rollouts.take(step)
+            groups, t_sample, async_metrics = batch.groups, batch.sample_seconds, batch.metrics
+        stats = group_stats(groups)
+        env_metrics = episode_metric_means(groups)
 
-            # 2. advantages and datums
-            if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
-                groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
-            # GRPOConfig checked advantage_scale and credit against ADVANTAGE_SCALES and CREDITS (the
-            # AdvantageScale and Credit literals)
-            advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale),
-                                            credit=cast("Credit", cfg.credit))
-            data, _ = assemble_training_data(groups, advantages)
-            turn_sums = turn_credit_sums(groups, advantages) if cfg.credit == "turn" else None
+        # 2. advantages and datums
+        if cfg.remove_constant_reward_groups:  # zero advantage everywhere: nothing to learn
+            groups = [g for g in groups if len(set(g.get_total_rewards())) > 1]
+        # GRPOConfig checked advantage_scale and credit against ADVANTAGE_SCALES and CREDITS (the
+        # AdvantageScale and Credit literals)
+        advantages = compute_advantages(groups, cfg.loss, cast("AdvantageScale | None", cfg.advantage_scale),
+                                        credit=cast("Credit", cfg.credit))
+        data, _ = assemble_training_data(groups, advantages)
+        turn_sums = turn_credit_sums(groups, advantages) if cfg.credit == "turn" else None
 
-            # 3. forward/backward over micro-batches, then one optimizer step
-            fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
-            grad_norm = accelerator.clip_grad_norm_(
-                model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
-            # accelerate returns None only on its DeepSpeed path without a norm, where float() failed as well
-            assert grad_norm is not None, "accelerator.clip_grad_norm_ returned no gradient norm"
-            if fb["datums"] == 0:  # an empty batch (a global count, so every rank agrees): its
-                optimizer.zero_grad(set_to_none=True)  # gradient is all zeros, on which Adam's
-            optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            if cfg.sampler == "vllm":  # the engine samples the next step: give it the new weights
-                from trainers.sampling import vllm_backend
+        # 3. forward/backward over micro-batches, then one optimizer step
+        fb = forward_backward(model, data, cfg, accelerator, pad_id, ref_model)
+        grad_norm = accelerator.clip_grad_norm_(
+            model.parameters(), cfg.max_grad_norm if cfg.max_grad_norm > 0 else float("inf"))
+        # accelerate returns None only on its DeepSpeed path without a norm, where float() failed as well
+        assert grad_norm is not None, "accelerator.clip_grad_norm_ returned no gradient norm"
+        if fb["datums"] == 0:  # an empty batch (a global count, so every rank agrees): its
+            optimizer.zero_grad(set_to_none=True)  # gradient is all zeros, on which Adam's
+        optimizer.step()  # momentum would still move every weight; AdamW skips grad-less ones
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        if cfg.sampler == "vllm":  # the engine samples the next step: give it the new weights
+            from trainers.sampling import vllm_backend
 
-                vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
-            done = step + 1  # the weights are now version `done`
-            checkpoint_due = bool(cfg.save_every) and done % cfg.save_every == 0 and done < cfg.steps
-            if rollouts is not None and not checkpoint_due:  # start sampling from the new version
+            vllm_backend.sync_weights(cfg, accelerator.unwrap_model(model))
+        done = step + 1  # the weights are now version `done`
+        checkpoint_due = bool(cfg.save_every) and done % cfg.save_every == 0 and done < cfg.steps
+        if rollouts is not None and not checkpoint_due:  # start sampling from the new version
+            rollouts.policy_updated(accelerator.unwrap_model(model), done)
+
+        # 4. metrics
+        totals = cast(torch.Tensor, accelerator.reduce(torch.tensor(
+            [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
+             stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
+            dtype=torch.float64, device=accelerator.device), "sum")).tolist()
+        turn_metrics: dict[str, float] = {}
+        if turn_sums is not None:  # every rank has the same config, so all of them reduce here
+            turn_metrics = turn_credit_metrics(cast(torch.Tensor, accelerator.reduce(
+                torch.from_numpy(turn_sums).to(accelerator.device), "sum")).cpu().numpy())
+        step_seconds = time.monotonic() - t0
+        step_metrics = {
+            "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
+            **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
+            "group_reward_std": totals[4] / max(totals[6], 1),
+            "frac_mixed_groups": totals[5] / max(totals[6], 1),
+            "frac_context_full": totals[7] / max(totals[2], 1),
+            "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
+            "sample_seconds": t_sample, "step_seconds": step_seconds,
+            # this process's CPU time (all its threads): on a shared machine, what the step cost
+            # apart from waiting for a core
+            "step_cpu_seconds": time.process_time() - cpu0,
+            **env_metrics, **turn_metrics, **async_metrics,
+        }
+        if fb["datums"] == 0:
+            empty_steps += 1
+            if is_main and not warned_empty:
+                warned_empty = True
+                message = empty_steps_message(empty_steps, done, int(totals[6]), int(totals[5]),
+                                              empty_steps_hint(cfg.sft_steps))
+                with tqdm.external_write_mode():  # the warning on its own line, not over the bar
+                    warnings.warn(message)
+        summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it
+        step_metrics["empty_steps"] = empty_steps
+        if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
+            ev = run_eval(f"eval at step {done}")
+            step_metrics.update(eval_metrics(ev))
+            last_eval = ev["accuracy"]
+        logger.log(done, step_metrics)
+        eval_postfix: dict[str, Any] = {} if last_eval is None else {"eval": f"{last_eval:.2f}"}
+        bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
+                        **eval_postfix, loss=f"{fb['loss']:.3f}")
+        if checkpoint_due:
+            # With max_staleness > 0 the batches sampled ahead are finished and saved with it, and
+            # the new version's batch starts only after it: the dataset state saved is the one
+            # that batch's `get_batch` finds, as in an uninterrupted run.
+            ahead = rollouts.drain() if rollouts is not None else None
+            _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
+                  elapsed(), dataset=dataset, in_flight=ahead)
+            if rollouts is not None:
                 rollouts.policy_updated(accelerator.unwrap_model(model), done)
-
-            # 4. metrics
-            totals = cast(torch.Tensor, accelerator.reduce(torch.tensor(
-                [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
-                 stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
-                dtype=torch.float64, device=accelerator.device), "sum")).tolist()
-            turn_metrics: dict[str, float] = {}
-            if turn_sums is not None:  # every rank has the same config, so all of them reduce here
-                turn_metrics = turn_credit_metrics(cast(torch.Tensor, accelerator.reduce(
-                    torch.from_numpy(turn_sums).to(accelerator.device), "sum")).cpu().numpy())
-            step_seconds = time.monotonic() - t0
-            step_metrics = {
-                "reward": totals[0] / max(totals[2], 1), "correct": totals[1] / max(totals[2], 1),
-                **fb, "grad_norm": float(grad_norm), "lr": scheduler.get_last_lr()[0],
-                "group_reward_std": totals[4] / max(totals[6], 1),
-                "frac_mixed_groups": totals[5] / max(totals[6], 1),
-                "frac_context_full": totals[7] / max(totals[2], 1),
-                "sampled_tokens": totals[3], "tokens_per_s": totals[3] / max(t_sample, 1e-9),
-                "sample_seconds": t_sample, "step_seconds": step_seconds,
-                # this process's CPU time (all its threads): on a shared machine, what the step cost
-                # apart from waiting for a core
-                "step_cpu_seconds": time.process_time() - cpu0,
-                **env_metrics, **turn_metrics, **async_metrics,
-            }
-            if fb["datums"] == 0:
-                empty_steps += 1
-                if is_main and not warned_empty:
-                    warned_empty = True
-                    message = empty_steps_message(empty_steps, done, int(totals[6]), int(totals[5]),
-                                                  empty_steps_hint(cfg.sft_steps))
-                    with tqdm.external_write_mode():  # the warning on its own line, not over the bar
-                        warnings.warn(message)
-            summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it
-            step_metrics["empty_steps"] = empty_steps
-            if cfg.eval_every and done % cfg.eval_every == 0 and done < cfg.steps:
-                ev = run_eval(f"eval at step {done}")
-                step_metrics.update(eval_metrics(ev))
-                last_eval = ev["accuracy"]
-            logger.log(done, step_metrics)
-            eval_postfix: dict[str, Any] = {} if last_eval is None else {"eval": f"{last_eval:.2f}"}
-            bar.set_postfix(reward=f"{step_metrics['reward']:.2f}", acc=f"{step_metrics['correct']:.2f}",
-                            **eval_postfix, loss=f"{fb['loss']:.3f}")
-            if checkpoint_due:
-                # With max_staleness > 0 the batches sampled ahead are finished and saved with it, and
-                # the new version's batch starts only after it: the dataset state saved is the one
-                # that batch's `get_batch` finds, as in an uninterrupted run.
-                _save(cfg, accelerator, model, optimizer, scheduler, ref_model, done, summary,
-                      elapsed(), dataset=dataset, in_flight=rollouts.drain() if rollouts else None)
-                if rollouts is not None:
-                    rollouts.policy_updated(accelerator.unwrap_model(model), done)
     bar.close()
+    if rollouts is not None:
+        rollouts.close()  # every batch was taken: the thread ends here
 
     # --- final eval, checkpoint, summary ------------------------------------------------------
     if not already_finished:

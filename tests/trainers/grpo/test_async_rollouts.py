@@ -2,12 +2,14 @@
 
 The pipeline on its own (a one-weight model whose weight is its version): step s is sampled by
 version max(0, s - k) from a snapshot the trainer's later updates do not reach; stale groups are
-dropped and counted; a sampling error is raised in the caller's thread; the thread is joined on
-every exit, a KeyboardInterrupt cancelling the batch being sampled. Then tiny real runs:
+dropped and counted; batches in flight overlap their awaits in one loop; a sampling error is
+raised in the caller's thread; the thread is joined on every exit, a KeyboardInterrupt cancelling
+the batches being sampled. Then tiny real runs:
 `max_staleness=0` (explicit or default) trains bit for bit as the synchronous loop, `max_staleness=1`
 is reproducible run to run and samples its first step as the synchronous loop does, a resume from a
-middle checkpoint trains what the uninterrupted run trained, an env error in the background thread
-surfaces from `train`, and the combinations it cannot run are one-line `ConfigError`s."""
+middle checkpoint trains what the uninterrupted run trained, a Ctrl-C in training and an env error
+in the background thread both end `train` with the thread joined (the error as itself), and the
+combinations it cannot run are one-line `ConfigError`s."""
 
 from __future__ import annotations
 
@@ -292,7 +294,6 @@ def test_max_staleness_one_is_reproducible_and_logs_its_staleness(warm_model, sy
     assert abs(first[1]["sampler_kl"]) < 1e-5
 
 
-@pytest.mark.slow
 def test_resume_with_max_staleness_trains_what_the_uninterrupted_run_trained(warm_model, tmp_path):
     from trainers.grpo.trainer import train
 
@@ -324,6 +325,25 @@ def test_resume_with_max_staleness_trains_what_the_uninterrupted_run_trained(war
         assert resumed[5][key] == pytest.approx(full[5][key], rel=1e-5, abs=1e-6), key
     weights, full_weights = _final_weights(resumed_cfg.run_dir), _final_weights(full_cfg.run_dir)
     assert all(torch.allclose(weights[k], full_weights[k], rtol=1e-5, atol=1e-6) for k in weights)
+
+
+def test_a_keyboard_interrupt_in_training_joins_the_rollout_thread(warm_model, tmp_path, monkeypatch):
+    from trainers.grpo import trainer
+
+    real = trainer.forward_backward
+    calls = []
+
+    def interrupted_on_the_second_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(trainer, "forward_backward", interrupted_on_the_second_step)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.train(_cfg(warm_model, tmp_path, "ctrl-c", max_staleness=2, eval_every=0))
+    assert len(calls) == 2 and sorted(train_records(tmp_path / "ctrl-c")) == [1]
+    assert not _pipeline_threads()
 
 
 class _EnvCrashed(Exception):

@@ -30,6 +30,7 @@ from typing import Sequence
 
 from llm_gym.completers import TinkerTokenCompleter, TokenCompleter
 from llm_gym.exceptions import AllTrajectoriesFailedError
+from llm_gym.rl.rollout_keys import trajectory_key
 from llm_gym.rl.rollout_limits import RolloutLimits, TerminationRewardPolicy
 from llm_gym.rl.rollout_runner import TRUNCATION_METRIC_KEY, run_rollout
 from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy
@@ -63,7 +64,8 @@ async def do_single_rollout(
     env propagate (strategies decide what to do with them); so does a wrong return type, as a
     TypeError that names the culprit.
     """
-    return await run_rollout(policy, env, limits=limits)
+    with trajectory_key():  # under a marked group, this trajectory's sampling key (rollout_keys)
+        return await run_rollout(policy, env, limits=limits)
 
 
 def _should_skip_group_grading(

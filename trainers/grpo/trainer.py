@@ -60,6 +60,7 @@ from llm_gym.rl import (
     turn_rewards,
 )
 from llm_gym.rl.outcome import episode_correct
+from llm_gym.rl.rollout_keys import group_key
 from llm_gym.rl.rollouts import RolloutLimits
 from trainers._trl_compat import (
     entropy_from_logits,
@@ -101,7 +102,10 @@ MIN_EVAL_EPISODES = 100  # distinct held-out episodes below which an evaluation 
 # Rollouts and evaluation
 # ------------------------------------------------------------------------------------------------
 async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[TrajectoryGroup]:
-    async def one(builder):
+    async def one(index: int, builder):
+        # The group's place in the batch keys its trajectories' sampling (llm_gym.rl.rollout_keys),
+        # so the same seed gives the same rollouts however the sampler's batches were timed.
+        group_key(index)
         # The cookbook's caller-side wrapper: a group the strategy drops comes back as None
         # (logged as a warning there) and is left out of the batch.
         group = await do_group_rollout_and_filter_constant_reward(
@@ -111,7 +115,7 @@ async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[
             on_group_done()
         return group
 
-    groups = await asyncio.gather(*[one(b) for b in builders])
+    groups = await asyncio.gather(*[one(i, b) for i, b in enumerate(builders)])
     return [g for g in groups if g is not None]
 
 

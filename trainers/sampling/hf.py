@@ -70,6 +70,7 @@ from typing import Any, Sequence
 import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
+from llm_gym.rl.rollout_keys import call_seed, current_rollout_key
 from trainers._attention import base_model, using_attention
 from trainers.sampling.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
@@ -112,6 +113,24 @@ class _Request:
     stop_strs: tuple[str, ...]
     max_tokens: int
     future: asyncio.Future | None = None
+    # the call's own random stream (llm_gym.rl.rollout_keys), None to draw from the shared one
+    seed: int | None = None
+
+
+def _row_uniforms(seeds: Sequence[int | None], step: int, generator: torch.Generator) -> torch.Tensor:
+    """One uniform in [0, 1) per row (float64): from `(seed, step)` for a row with a seed (53
+    bits of `call_seed`), else from `generator`."""
+    values = [0.0] * len(seeds)
+    shared = [i for i, seed in enumerate(seeds) if seed is None]
+    if shared:
+        draws = torch.rand(len(shared), generator=generator, dtype=torch.float64,
+                           device=generator.device).tolist()
+        for i, u in zip(shared, draws):
+            values[i] = u
+    for i, seed in enumerate(seeds):
+        if seed is not None:
+            values[i] = (call_seed(seed, step) >> 11) * 2.0**-53
+    return torch.tensor(values, dtype=torch.float64)
 
 
 class _KVStore:
@@ -238,7 +257,8 @@ class HFSampler(BatchingCompleter):
                 f"pad_token_id={self.pad_token_id} is outside the model's vocabulary "
                 f"(0..{self.vocab_rows - 1}); pass pad_token_id=<a valid id>"
             )
-        self.generator = torch.Generator(device=self.device).manual_seed(int(seed))
+        self.seed = int(seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(self.seed)
         self.stats = SamplerStats()
         self._cache_kw, self._has_logits_to_keep = cache_kwargs(model)
         self.reuse_kv = bool(reuse_kv)
@@ -291,7 +311,11 @@ class HFSampler(BatchingCompleter):
                 "pass HFSampler(..., tokenizer=<the model's tokenizer>)"
             )
         limit = call_limit(self.max_tokens, max_tokens)
-        return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit)
+        key = current_rollout_key()  # read here, in the caller's task (its context)
+        seed = None
+        if key is not None and key.is_trajectory and self.temperature > 0.0:
+            seed = call_seed(self.seed, *key.path, key.next_call())
+        return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit, seed=seed)
 
     # --- generation ----------------------------------------------------------------------------
     def _forward(self, input_ids, attention_mask, position_ids, cache, shared=None):
@@ -316,14 +340,27 @@ class HFSampler(BatchingCompleter):
         # float32 so logprobs are exact enough for importance ratios even with bf16 weights
         return out.logits[:, -1, :].float(), new_cache
 
-    def _sample(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(tokens, logprobs) for one step; logprobs under the sampling distribution."""
+    def _sample(self, logits: torch.Tensor, seeds: list[int | None] | None = None,
+                step: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+        """(tokens, logprobs) for one step; logprobs under the sampling distribution.
+
+        `seeds` (one per row, or None) are the rows' own streams: such a row's token is the
+        inverse CDF of a uniform drawn from `(seed, step)` alone, so it does not depend on which
+        other rows share the batch. Rows without one draw from the sampler's generator."""
         if self.temperature == 0.0:
             logprobs = torch.log_softmax(logits, dim=-1)
             tokens = logprobs.argmax(dim=-1)
-        else:
+        elif seeds is None:
             logprobs = torch.log_softmax(logits / self.temperature, dim=-1)
             tokens = torch.multinomial(logprobs.exp(), 1, generator=self.generator).squeeze(1)
+        else:
+            logprobs = torch.log_softmax(logits / self.temperature, dim=-1)
+            uniforms = _row_uniforms(seeds, step, self.generator).to(logits.device)
+            # float64 CDF: the drawn point (< the total) falls in exactly one token's interval,
+            # and a token of probability 0 has an empty one (right=True skips it)
+            cdf = logprobs.double().exp().cumsum(dim=-1)
+            point = (uniforms * cdf[:, -1])[:, None]
+            tokens = torch.searchsorted(cdf, point, right=True).squeeze(1).clamp_(max=cdf.shape[1] - 1)
         return tokens, logprobs.gather(1, tokens[:, None]).squeeze(1)
 
     def _generate(self, requests: list[_Request]) -> list[TokensWithLogprobs]:
@@ -448,8 +485,12 @@ class HFSampler(BatchingCompleter):
         done = limits == 0
         rows = torch.arange(num_rows, device=dev)  # original row of each live batch row
 
+        # Rows with their own random stream (keyed rollouts): sampled independently of the batch.
+        row_seeds = [r.seed for r in requests]
+        keyed = any(seed is not None for seed in row_seeds)
         for step in range(max_new):
-            tokens, logprobs = self._sample(logits)
+            live_seeds = [row_seeds[i] for i in rows.tolist()] if keyed else None
+            tokens, logprobs = self._sample(logits, live_seeds, step)
             out_tokens[rows, step] = tokens
             out_logprobs[rows, step] = logprobs
             hit = (tokens[:, None] == stop_table[rows]).any(dim=-1)

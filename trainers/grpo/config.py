@@ -99,6 +99,15 @@ class GRPOConfig:
     other; the loss corrects with the sampler's recorded logprobs, and each step logs
     `async/staleness_mean`, `async/staleness_max`, `async/dropped_groups` and `async/wait_seconds`
     (`trainers/grpo/async_rollouts.py`). Same seed, same run. Needs `sampler=hf` and one process."""
+    rollout_workers: int = 0
+    """Env workers on Ray (>= 0; needs the `ray` extra): N > 0 runs training rollouts' env groups
+    (construction, steps, graders, sandboxes, group rewards, cleanup) in N Ray actors, while the
+    policy samples in this process (`trainers/rollout_workers.py`). A lost worker is replaced; its
+    groups fail or are retried as the rollout strategy says. Evaluation stays in this process.
+    0 runs envs here."""
+    ray_address: str | None = None
+    """Ray cluster to place `rollout_workers` on (e.g. `ray://head:10001` or `auto`); None starts
+    a local one for the run (one CPU per worker)."""
 
     # --- optimisation -------------------------------------------------------------------------
     steps: int = 120
@@ -306,7 +315,7 @@ class GRPOConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("eval_every", "save_every", "sft_steps", "warmup_steps", "lora_r", "cpu_threads",
-                     "micro_batch_tokens", "max_staleness"):
+                     "micro_batch_tokens", "max_staleness", "rollout_workers"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables it)")
         if self.max_turns is not None and self.max_turns < 1:
@@ -373,6 +382,20 @@ class GRPOConfig:
             )
         if self.sampler == "vllm":
             _check_vllm(self)
+        if self.ray_address is not None and self.rollout_workers == 0:
+            raise ConfigError(f"ray_address={self.ray_address!r} places env workers, but "
+                              "rollout_workers=0 runs none: pass --rollout-workers N (N >= 1)")
+        if self.rollout_workers > 0:
+            from trainers.rollout_workers import check_ray_available
+
+            try:  # before any model work, not at the first step
+                check_ray_available()
+            except ImportError as exc:
+                raise ConfigError(f"rollout_workers={self.rollout_workers}: {exc}") from None
+        if self.rollout_workers > 0 and self.max_staleness > 0:
+            raise ConfigError(f"rollout_workers={self.rollout_workers} with max_staleness="
+                              f"{self.max_staleness} is not supported yet (asynchronous batches run "
+                              "in a thread of their own): pass one of them as 0")
         for name in ("env", "output_dir"):
             if not getattr(self, name).strip():
                 raise ConfigError(f"{name}={getattr(self, name)!r} must not be empty")

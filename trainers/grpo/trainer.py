@@ -952,6 +952,18 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
                                multi_turn=not all(map(builder_single_turn, builders)))
         return builders, sampler
 
+    # rollout_workers > 0: env groups run in Ray actors; the builders' originals stay here for
+    # what the trainer reads off them (single-turn or not), the proxies are rolled out.
+    workers = None
+    if cfg.rollout_workers > 0:
+        from trainers.rollout_workers import RayRolloutWorkers, check_ray_available
+
+        check_ray_available()
+        workers = cleanup.enter_context(RayRolloutWorkers(cfg.rollout_workers, cfg.ray_address))
+
+    def on_workers(builders: list) -> list:
+        return builders if workers is None else workers.wrap(builders)
+
     async def sample_ahead(step: int, snapshot) -> list[TrajectoryGroup]:
         builders, sampler = step_rollouts(step, snapshot)
         return await _rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
@@ -975,7 +987,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
         if rollouts is None:  # sampled now, by the weights this step trains
             with unwrap_model_for_generation(model, accelerator) as policy_model:
                 builders, sampler = step_rollouts(step, policy_model)
-                groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
+                groups = rollout_groups(on_workers(builders), sampler, rollout_limits(cfg, sampler))
             t_sample = time.monotonic() - t0
         else:  # sampled ahead by an older version (at most max_staleness steps old)
             batch = rollouts.take(step)

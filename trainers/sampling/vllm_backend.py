@@ -1,7 +1,7 @@
 """The trainer's glue to vLLM (`--sampler vllm`): one engine per run, a sampler per step, weight pushes.
 
 `trainers/sampling/vllm.py` holds the sampler and the two engines (colocate: an in-process
-`vllm.LLM`; server: a `trl vllm-serve` process through TRL's `VLLMClient`) and documents the CPU
+`vllm.LLM`; server: a vLLM OpenAI server over HTTP, weights pushed by file or NCCL) and documents the CPU
 and GPU installs. This module maps a `GRPOConfig` onto them: `get_engine(cfg)` builds the engine
 the first time it is asked and returns the same one afterwards (one per process, so the engine's
 start-up, ~40 s on CPU, is paid once per run; a config for another model or mode closes the old
@@ -11,7 +11,10 @@ is the push the trainer makes after every optimizer step; `close_engine()` ends 
 
 Config fields read (defaults apply to a config object without them):
 `vllm_mode` ("colocate" | "server"), `vllm_server_url`, `vllm_max_model_len` (0 = the model's
-`max_position_embeddings`), `vllm_gpu_memory_utilization`.
+`max_position_embeddings`), `vllm_gpu_memory_utilization`; for server mode also
+`vllm_weight_sync` ("auto" | "nccl" | "file", default "auto": NCCL with CUDA, else the file
+transport; see `ServerEngine`) and `vllm_weight_sync_dir` (the file transport's directory, one
+the server can read; default "" = /dev/shm or the system tempdir).
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ def engine_key(cfg: Any) -> tuple:
     if mode not in VLLM_MODES:
         raise ValueError(f"vllm_mode={mode!r}; choose one of {', '.join(VLLM_MODES)}")
     if mode == "server":
-        return (mode, _opt(cfg, "vllm_server_url", "http://127.0.0.1:8000"))
+        return (mode, _opt(cfg, "vllm_server_url", "http://127.0.0.1:8000"),
+                _opt(cfg, "vllm_weight_sync", "auto"), _opt(cfg, "vllm_weight_sync_dir", "") or None)
     return (mode, _model_dir(cfg), bool(cfg.bf16), int(_opt(cfg, "vllm_max_model_len", 0) or 0))
 
 
@@ -79,7 +83,8 @@ def get_engine(cfg: Any):
     from trainers.sampling.vllm import ColocateEngine, ServerEngine
 
     if key[0] == "server":
-        engine = ServerEngine(key[1], max_model_len=int(_opt(cfg, "vllm_max_model_len", 0)) or None)
+        engine = ServerEngine(key[1], max_model_len=int(_opt(cfg, "vllm_max_model_len", 0)) or None,
+                              weight_sync=key[2], weights_dir=key[3])
     else:
         model_dir = key[1]
         engine = ColocateEngine(

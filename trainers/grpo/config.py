@@ -111,11 +111,20 @@ class GRPOConfig:
     """Env workers on Ray (>= 0; needs the `ray` extra): N > 0 runs training rollouts' env groups
     (construction, steps, graders, sandboxes, group rewards, cleanup) in N Ray actors, while the
     policy samples in this process (`trainers/rollout_workers.py`). A lost worker is replaced; its
-    groups fail or are retried as the rollout strategy says. Evaluation stays in this process.
+    groups' rollouts fail, or are retried with `rollout_retries`. Evaluation stays in this process.
     0 runs envs here."""
     ray_address: str | None = None
     """Ray cluster to place `rollout_workers` on (e.g. `ray://head:10001` or `auto`); None starts
     a local one for the run (one CPU per worker)."""
+    rollout_retries: int = 0
+    """Rollouts retried per group after an env error (>= 0). 0: the first error -- an env's
+    exception, a Ray worker lost under `rollout_workers` -- stops the run (`FailFast`). N > 0: a
+    failed rollout is retried on a fresh env, up to N times in its group (`RetryOnFailure`); a
+    group that fails past that is dropped from the batch, and each step logs `rollouts/retried`
+    (retries in the groups it trained) and `rollouts/groups_dropped`. A lost worker fails every
+    rollout of its groups still running, so N >= `group_size` lets them finish on its
+    replacement. Evaluations retry too: an episode dropped there is left out of the accuracy
+    (its `problems` count shows it)."""
 
     # --- optimisation -------------------------------------------------------------------------
     steps: int = 120
@@ -323,7 +332,7 @@ class GRPOConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 1")
         for name in ("eval_every", "save_every", "sft_steps", "warmup_steps", "lora_r", "cpu_threads",
-                     "micro_batch_tokens", "max_staleness", "rollout_workers"):
+                     "micro_batch_tokens", "max_staleness", "rollout_workers", "rollout_retries"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name}={getattr(self, name)} must be >= 0 (0 disables it)")
         if self.max_turns is not None and self.max_turns < 1:

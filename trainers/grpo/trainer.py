@@ -51,7 +51,11 @@ import torch
 
 from llm_gym.rl import (
     Datum,
+    EnvGroupBuilder,
+    RetryOnFailure,
     RLDataset,
+    RolloutResult,
+    RolloutStrategy,
     StopReason,
     TrajectoryGroup,
     assemble_training_data,
@@ -101,16 +105,18 @@ MIN_EVAL_EPISODES = 100  # distinct held-out episodes below which an evaluation 
 # ------------------------------------------------------------------------------------------------
 # Rollouts and evaluation
 # ------------------------------------------------------------------------------------------------
-async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[TrajectoryGroup]:
+async def _rollout_groups(builders, policy, limits, on_group_done=None,
+                          strategy: RolloutStrategy | None = None) -> list[TrajectoryGroup]:
     async def one(index: int, builder):
         # The group's place in the batch keys its trajectories' sampling (llm_gym.rl.rollout_keys),
-        # so the same seed gives the same rollouts however the sampler's batches were timed.
+        # so the same seed gives the same rollouts however the sampler's batches were timed. A
+        # retried rollout takes the group's next key (G, G + 1, ...): a stream of its own.
         group_key(index)
         # The cookbook's caller-side wrapper: a group the strategy drops comes back as None
         # (logged as a warning there) and is left out of the batch.
         group = await do_group_rollout_and_filter_constant_reward(
             policy, builder, max_tokens=None, temperature=None,
-            do_remove_constant_reward_groups=False, limits=limits)
+            do_remove_constant_reward_groups=False, strategy=strategy, limits=limits)
         if on_group_done is not None:
             on_group_done()
         return group
@@ -120,18 +126,66 @@ async def _rollout_groups(builders, policy, limits, on_group_done=None) -> list[
 
 
 def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = None,
-                   on_group_done: Callable[[], None] | None = None) -> list[TrajectoryGroup]:
+                   on_group_done: Callable[[], None] | None = None,
+                   strategy: RolloutStrategy | None = None) -> list[TrajectoryGroup]:
     """Roll out all groups concurrently, so the sampler sees them as one batch;
-    `on_group_done()` is called as each group finishes (for a progress bar)."""
+    `on_group_done()` is called as each group finishes (for a progress bar). `strategy` (None:
+    `FailFast`) decides what a failed rollout does; the groups it drops are left out."""
     groups: list[TrajectoryGroup] = []
 
     async def main() -> None:
         # The result travels outside the task: asyncio.run reprs its main task when it restores
         # the SIGINT handler, and the repr of a task holding a batch of trajectories cost ~2 ms.
-        groups.extend(await _rollout_groups(list(builders), policy, limits, on_group_done))
+        groups.extend(await _rollout_groups(list(builders), policy, limits, on_group_done, strategy))
 
     asyncio.run(main())
     return groups
+
+
+def rollout_strategy(cfg: GRPOConfig) -> RolloutStrategy | None:
+    """The strategy of `cfg.rollout_retries`: None (the default `FailFast`) for 0, else
+    `RetryOnFailure(max_retries=N)` with its trajectories in slot order (`_InSlotOrder`)."""
+    if cfg.rollout_retries == 0:
+        return None
+    return _InSlotOrder(RetryOnFailure(max_retries=cfg.rollout_retries))
+
+
+@dataclass(frozen=True)
+class _InSlotOrder(RolloutStrategy):
+    """`inner`'s group with its trajectories in the order their envs were made (the group's slots,
+    then retries in the order they started), not in the order they finished (`RetryOnFailure`'s):
+    which rollout finishes first depends on timing (a grader in a thread, a Ray worker's latency),
+    and the order of a group's datums reaches the loss's float sums."""
+
+    inner: RolloutStrategy
+
+    @property
+    def catches_group_errors(self) -> bool:
+        return self.inner.catches_group_errors
+
+    async def execute(self, env_group_builder, policy, limits=None) -> RolloutResult:
+        made: list = []
+        result = await self.inner.execute(_RecordedEnvs(env_group_builder, made), policy, limits=limits)
+        slot = {id(env): i for i, env in enumerate(made)}
+        order = sorted(range(len(result.envs)), key=lambda i: slot[id(result.envs[i])])
+        return RolloutResult([result.trajectories[i] for i in order],
+                             [result.envs[i] for i in order], result.errors)
+
+
+class _RecordedEnvs(EnvGroupBuilder):
+    """`builder`, whose `make_envs` also appends the envs it made to `made` (a strategy calls only
+    `make_envs`; grading and cleanup go to `builder` itself)."""
+
+    def __init__(self, builder: EnvGroupBuilder, made: list) -> None:
+        self.builder, self.made = builder, made
+
+    async def make_envs(self):
+        envs = list(await self.builder.make_envs())
+        self.made.extend(envs)
+        return envs
+
+    def logging_tags(self) -> list[str]:
+        return self.builder.logging_tags()
 
 
 def rollout_limits(cfg: GRPOConfig, sampler) -> RolloutLimits:
@@ -167,6 +221,10 @@ def group_stats(groups: Sequence[TrajectoryGroup]) -> dict[str, float]:
         "sampled_tokens": float(sum(n_tokens)),
         "context_full": float(sum(t.stop_reason == StopReason.MAX_TOKENS
                                   for g in groups for t in g.trajectories_G)),
+        # failed rollouts retried (`rollout_retries`): under `RetryOnFailure` every error a group
+        # that came back records was retried (an abandoned rollout's timeout is recorded twice)
+        "retried": float(sum(e.error_type != "AbandonedRollout"
+                             for g in groups for e in g.rollout_errors)),
     }
 
 
@@ -676,7 +734,8 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
                                multi_turn=not single_turn_env(cfg.env))
         progress = BatchProgress(bar, sampler) if show else None
         groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler),
-                                on_group_done=progress.episode_done if progress else None)
+                                on_group_done=progress.episode_done if progress else None,
+                                strategy=rollout_strategy(cfg))
         if progress is not None:
             progress.flush()
         policy_model.train(was_training)
@@ -719,12 +778,22 @@ def empty_steps_hint(sft_steps: int) -> str:
             "some group's episodes get different rewards")
 
 
+def dropped_groups_hint(rollout_retries: int) -> str:
+    """What to change when every group of a step was dropped after its rollout retries."""
+    return (f"the env's errors are logged as warnings: fix them, or raise --rollout-retries (now "
+            f"{rollout_retries}) if they are rare")
+
+
 def empty_steps_message(empty_steps: int, step: int, groups: int, mixed_groups: int,
-                        hint: str) -> str:
+                        hint: str, groups_dropped: int = 0) -> str:
     """The warning of a run's first step that trained on no datum (`step`, 1-based; `groups`
-    and `mixed_groups`: its rolled-out groups, and those whose rewards differ): why, how many
-    such steps so far, and what to change (`hint`)."""
-    if groups == 0:
+    and `mixed_groups`: its rolled-out groups, and those whose rewards differ; `groups_dropped`:
+    those its rollout retries could not save): why, how many such steps so far, and what to
+    change (`hint`)."""
+    if groups == 0 and groups_dropped > 0:
+        why = (f"each of its {groups_dropped} groups was dropped, its rollouts failing past their "
+               "retries (--rollout-retries)")
+    elif groups == 0:
         why = "no group came back from its rollouts"
     elif mixed_groups == 0:
         why = (f"each of its {groups} groups gave all its episodes the same reward, so no episode "
@@ -925,7 +994,7 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
         last_eval = evals[-1] if evals else last_eval
     # Steps that trained on no datum (over the whole run: a resumed run continues the count)
     empty_steps = int(summary.get("empty_steps", 0))
-    warned_empty = False
+    warned_empty: set[bool] = set()  # the causes warned about (True: every group was dropped)
 
     # --- RL ---------------------------------------------------------------------------------
     from tqdm.auto import tqdm
@@ -964,9 +1033,13 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
     def on_workers(builders: list) -> list:
         return builders if workers is None else workers.wrap(builders)
 
-    async def sample_ahead(step: int, snapshot) -> list[TrajectoryGroup]:
+    strategy = rollout_strategy(cfg)
+
+    async def sample_ahead(step: int, snapshot) -> tuple[list[TrajectoryGroup], int]:
         builders, sampler = step_rollouts(step, snapshot)
-        return await _rollout_groups(builders, sampler, rollout_limits(cfg, sampler))
+        groups = await _rollout_groups(builders, sampler, rollout_limits(cfg, sampler),
+                                       strategy=strategy)
+        return groups, len(builders) - len(groups)
 
     # max_staleness > 0: later steps' batches are sampled in a background thread while a step
     # trains (`async_rollouts.py`); 0 keeps the synchronous loop.
@@ -987,11 +1060,14 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
         if rollouts is None:  # sampled now, by the weights this step trains
             with unwrap_model_for_generation(model, accelerator) as policy_model:
                 builders, sampler = step_rollouts(step, policy_model)
-                groups = rollout_groups(on_workers(builders), sampler, rollout_limits(cfg, sampler))
+                groups = rollout_groups(on_workers(builders), sampler, rollout_limits(cfg, sampler),
+                                        strategy=strategy)
             t_sample = time.monotonic() - t0
+            groups_dropped = len(builders) - len(groups)
         else:  # sampled ahead by an older version (at most max_staleness steps old)
             batch = rollouts.take(step)
             groups, t_sample, async_metrics = batch.groups, batch.sample_seconds, batch.metrics
+            groups_dropped = batch.groups_dropped
         stats = group_stats(groups)
         env_metrics = episode_metric_means(groups)
 
@@ -1028,7 +1104,8 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
         # 4. metrics
         totals = cast(torch.Tensor, accelerator.reduce(torch.tensor(
             [stats["reward_sum"], stats["correct_sum"], stats["episodes"], stats["sampled_tokens"],
-             stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"]],
+             stats["group_std_sum"], stats["mixed_groups"], stats["groups"], stats["context_full"],
+             groups_dropped, stats["retried"]],
             dtype=torch.float64, device=accelerator.device), "sum")).tolist()
         turn_metrics: dict[str, float] = {}
         if turn_sums is not None:  # every rank has the same config, so all of them reduce here
@@ -1048,12 +1125,19 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
             "step_cpu_seconds": time.process_time() - cpu0,
             **env_metrics, **turn_metrics, **async_metrics,
         }
+        if cfg.rollout_retries > 0:  # 0: an error stops the run, so both would always be 0
+            step_metrics["rollouts/groups_dropped"] = totals[8]
+            step_metrics["rollouts/retried"] = totals[9]
         if fb["datums"] == 0:
             empty_steps += 1
-            if is_main and not warned_empty:
-                warned_empty = True
+            # warned once a run for each cause: every group dropped, or nothing to learn from
+            all_dropped = totals[6] == 0 and totals[8] > 0
+            if is_main and all_dropped not in warned_empty:
+                warned_empty.add(all_dropped)
+                hint = dropped_groups_hint(cfg.rollout_retries) if all_dropped \
+                    else empty_steps_hint(cfg.sft_steps)
                 message = empty_steps_message(empty_steps, done, int(totals[6]), int(totals[5]),
-                                              empty_steps_hint(cfg.sft_steps))
+                                              hint, groups_dropped=int(totals[8]))
                 with tqdm.external_write_mode():  # the warning on its own line, not over the bar
                     warnings.warn(message)
         summary["empty_steps"] = empty_steps  # checkpointed with the summary: resume continues it

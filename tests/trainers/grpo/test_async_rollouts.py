@@ -48,9 +48,9 @@ def _version_model(version: int) -> torch.nn.Module:
     return model
 
 
-async def _read_weight(step: int, policy) -> list[float]:
+async def _read_weight(step: int, policy) -> tuple[list[float], int]:
     await asyncio.sleep(0.01)  # let the trainer move on (and update its model) first
-    return [float(policy.weight)]
+    return [float(policy.weight)], 0
 
 
 def _run_pipeline(k: int, steps: int, floor: int = 0, ready=()) -> list[SampledBatch]:
@@ -127,7 +127,7 @@ def test_an_error_in_sampling_is_raised_by_take_in_the_callers_thread():
         seen_in[step] = threading.current_thread().name
         if step == 2:
             raise _SamplingFailed("grader crashed on step 2")
-        return [step]
+        return [step], 0
 
     model = _version_model(0)
     taken = []
@@ -154,7 +154,7 @@ def test_batches_in_flight_overlap_their_awaits():
         arrived[step].set()
         if step + 1 < k:  # the first k batches start together (all sampled by version 0)
             await asyncio.wait_for(arrived[step + 1].wait(), 60)
-        return [step]
+        return [step], 0
 
     with AsyncRollouts(sample, k, floor=0, end_step=steps) as rollouts:
         rollouts.policy_updated(_version_model(0), 0)
@@ -177,7 +177,7 @@ def test_keyboard_interrupt_cancels_the_batch_being_sampled_and_joins_the_thread
         except asyncio.CancelledError:
             cancelled.set()
             raise
-        return [step]
+        return [step], 0
 
     with pytest.raises(KeyboardInterrupt):
         with AsyncRollouts(sample, 2, floor=0, end_step=10) as rollouts:

@@ -19,6 +19,10 @@ the weights of step max(0, s - k) (`async_rollouts.py`; checkpoints hold the bat
 ahead, so resume stays exact); the loss's importance ratio uses the sampler's recorded logprobs,
 so nothing changes in steps 2-5.
 
+With `rollout_retries` N > 0, step 2 runs each group under `RetryOnFailure(N)` instead of
+`FailFast`: a failed rollout (an env error, a lost Ray worker) is retried on a fresh env, a group
+failing past its N retries is left out of the batch, and the step logs both counts.
+
 `accelerate` places the model and runs data parallelism (DDP, gloo on CPU); the loss weights are
 normalised over the *global* batch, so 1 process or N, one micro-batch or many, the gradient is
 the same. `train(cfg)` returns the run summary also written to `<run_dir>/summary.json`.

@@ -30,7 +30,7 @@ import numpy as np
 
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric
+from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric, grade_numeric_quick
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 from llm_gym.rl import ProblemEnv, StepResult
@@ -119,6 +119,18 @@ class MathEnv(ProblemEnv):
         # return read off one grade instead of asking for it twice (once per graded step).
         grade = self._grade_numeric(content)
         return float(well_formed and bool(grade.format_ok)), float(grade.correct)
+
+    def _quick_grade(self, content: str, well_formed: bool) -> tuple[float, float] | None:
+        # A bare integer against an integer answer: grade_numeric's bare-integer path, whose cost
+        # is a few C passes over the reply, so it needs no watchdog. Any other reply, or a
+        # subclass that grades its own way (NumericEnv), is graded under the bound.
+        if type(self)._grade_numeric is not MathEnv._grade_numeric or type(self)._grade is not MathEnv._grade:
+            return None
+        grade = grade_numeric_quick(content, self.answer, max_chars=self.max_chars)
+        if grade is None:
+            return None
+        self._graded = (content, grade)
+        return float(well_formed and grade.format_ok), float(grade.correct)
 
     def get_question(self) -> str:
         return self.question

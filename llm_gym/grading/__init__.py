@@ -5,7 +5,8 @@
 not numbers follow the same policy through `llm_gym.grading.final` (one-line answers read by an
 env's own strict reader) and `llm_gym.grading.blocks` (grids, assignments, lists);
 `parse_number` reads one numeral as an exact `Fraction`; `grade_numeric` combines them into a
-`Grade` for a numeric target; `extract_single_integer` is the games' reader (GuessNumber's guess,
+`Grade` for a numeric target (`grade_numeric_quick`: its bare-integer path alone, which
+needs no time bound); `extract_single_integer` is the games' reader (GuessNumber's guess,
 TicTacToe's cell). `grade_with_timeout` / `agrade_with_timeout` guard expensive graders with a
 wall-clock limit. Catalog envs use these; nothing here imports an environment.
 
@@ -68,6 +69,7 @@ from llm_gym.grading.answers import (
     extract_answer,
     extract_single_integer,
     grade_numeric,
+    grade_numeric_quick,
 )
 from llm_gym.grading.numeric import parse_number
 from llm_gym.grading.timeout import TimedGrade, agrade_with_timeout, grade_with_timeout
@@ -84,6 +86,7 @@ __all__ = [
     "extract_answer",
     "extract_single_integer",
     "grade_numeric",
+    "grade_numeric_quick",
     "grade_with_timeout",
     "parse_number",
 ]

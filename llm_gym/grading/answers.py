@@ -621,17 +621,32 @@ class Grade:
 _OK = AnswerStatus.OK.value
 
 
+def grade_numeric_quick(
+    response: str, target: object, *, max_chars: int = MAX_RESPONSE_CHARS
+) -> Grade | None:
+    """`grade_numeric(response, target, max_chars=max_chars)` when `response` is a bare ASCII
+    integer (surrounding whitespace allowed, at most 18 digits) and `target` an `int`, else None.
+    Its cost is a few C-level passes over the response whatever it holds (a strip, one anchored
+    regex that backtracks at most 18 steps, `int()` of at most 19 characters): no more than
+    decoding the response cost, so a caller that bounds grading time
+    (`llm_gym.grading.bounded`) needs no bound for it."""
+    if len(response) <= max_chars and type(target) is int:
+        stripped = response.strip()
+        if _PLAIN_INT.fullmatch(stripped):
+            value = int(stripped)
+            return Grade(value == target, True, _OK, Fraction(value))
+    return None
+
+
 def grade_numeric(
     response: str, target: int | Fraction | str, *, max_chars: int = MAX_RESPONSE_CHARS,
     context: str | None = None,
 ) -> Grade:
     """Grade `response` against `target` (an int, a Fraction, or a string `parse_number` reads).
     `context`: the task's text, as for `extract_answer`."""
-    if len(response) <= max_chars:  # fast path: a bare ASCII integer (what extraction reads)
-        stripped = response.strip()
-        if _PLAIN_INT.fullmatch(stripped) and type(target) is int:
-            value = int(stripped)
-            return Grade(value == target, True, _OK, Fraction(value))
+    quick = grade_numeric_quick(response, target, max_chars=max_chars)  # a bare integer
+    if quick is not None:
+        return quick
     if isinstance(target, str):
         parsed_target = parse_number(target)
         if parsed_target is None:

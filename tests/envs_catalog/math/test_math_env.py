@@ -210,3 +210,52 @@ def test_metrics_survive_grading_in_a_forked_worker():
     _ob, result = run_episode(env, reply(str(env.answer)))
     assert result.reward == 1.0
     assert result.metrics["parse_error"] == 0.0 and result.logs["answer_status"] == "ok"
+
+
+def test_only_short_bare_integers_are_graded_without_the_watchdog(monkeypatch):
+    """A bare integer takes grade_numeric's bare-integer path (a few C passes over it), so
+    MathEnv grades it without arming the bounded grader's watchdog; every other reply, and every
+    NumericEnv reply (its own grader), is graded under the bound. The rewards are the same."""
+    from envs_catalog.math.fractions_env import FractionsSource
+    from llm_gym.grading import bounded
+
+    armed = []
+    arm = bounded._watchdog.arm
+    monkeypatch.setattr(bounded._watchdog, "arm", lambda budget: armed.append(budget) or arm(budget))
+    env = MathSource(renderer=CHATML).make_env(np.random.default_rng(0))
+    answer = str(env.answer)
+    for text, bounded_grade, reward in [
+        (answer, False, 1.0), (f"  {answer}\n", False, 1.0), (str(env.answer + 1), False, 0.0),
+        (" " * 70 + answer, False, 1.0), ("9" * 19, True, 0.0), (f"\\boxed{{{answer}}}", True, 1.0),
+        ("I am not sure.", True, -0.1),
+    ]:
+        armed.clear()
+        env._graded = None
+        _ob, result = run_episode(env, reply(text))
+        assert (len(armed) == 1) is bounded_grade, text
+        assert result.reward == reward, text
+    frac = FractionsSource(renderer=CHATML).make_env(np.random.default_rng(0))
+    armed.clear()
+    run_episode(frac, reply(frac.reference))
+    assert len(armed) == 1
+
+
+def test_a_subclass_grader_stays_bounded_on_bare_integers():
+    """A MathEnv subclass that grades its own way is bounded even for a bare integer: here a
+    grader that would spin for 30 s (then give full credit) times out after 0.4 s instead: no
+    credit, `grader_timeout` = 1."""
+    import time
+
+    from envs_catalog.math.arithmetic import MathEnv
+
+    class HangingMathEnv(MathEnv):
+        def _grade(self, content, well_formed):
+            end = time.monotonic() + 30.0  # finite, so a broken bound fails instead of hanging
+            while time.monotonic() < end:
+                pass
+            return 1.0, 1.0
+
+    env = HangingMathEnv(CHATML, "2+3=", 5)
+    env.grader_timeout_s = 0.4
+    _ob, result = run_episode(env, reply("5"))
+    assert result.reward == -0.1 and result.metrics["grader_timeout"] == 1.0

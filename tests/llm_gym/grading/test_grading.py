@@ -8,6 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from llm_gym.grading import (
     MAX_RESPONSE_CHARS,
@@ -16,6 +18,7 @@ from llm_gym.grading import (
     extract_answer,
     extract_single_integer,
     grade_numeric,
+    grade_numeric_quick,
     grade_with_timeout,
     parse_number,
 )
@@ -103,6 +106,36 @@ def test_integers_compare_exactly():
     assert grade_numeric(str(big), big).correct
     assert not grade_numeric(str(big - 1), big).correct
     assert not grade_numeric("68.5", 68).correct
+
+
+@pytest.mark.parametrize(
+    "response,target,quick",
+    [("68", 68, True), (" 68\n", 68, True), ("-7", 68, True), ("9" * 18, 68, True),
+     (" " * 4000 + "68", 68, True), ("9" * 19, 68, False), ("9" * 4096, 68, False),
+     ("68.0", 68, False), ("\\boxed{68}", 68, False), ("68", Fraction(68), False),
+     ("68", "68", False), (" " * 4095 + "68", 68, False), ("６８", 68, False), ("", 68, False),
+     ("6 8", 68, False), ("+68", 68, False), ("68\x00", 68, False)],
+)
+def test_grade_numeric_quick_is_the_bare_integer_path(response, target, quick):
+    grade = grade_numeric_quick(response, target)
+    assert (grade is not None) is quick
+    if quick:
+        assert grade == grade_numeric(response, target)
+        assert grade_numeric_quick(response, target, max_chars=len(response) - 1) is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=80), st.from_regex(r"\s{0,4}-?[0-9]{1,20}\s{0,4}", fullmatch=True)),
+       st.integers(-10**20, 10**20))
+def test_a_quick_grade_is_the_full_readers_grade(response, target):
+    """What `grade_numeric_quick` grades, the full answer reader grades the same way (it is
+    asked here through a Fraction target, which the quick path declines): skipping the time
+    bound for it changes no reward."""
+    grade = grade_numeric_quick(response, target)
+    if grade is None:
+        return
+    assert grade == grade_numeric(response, Fraction(target)) == grade_numeric(response, target)
+    assert grade.value == int(response.strip())
 
 
 def test_string_target_and_bad_target():

@@ -133,7 +133,7 @@ class ProblemEnv(Env):
             if self.require_stop_sequence_for_format
             else termination.is_clean
         )
-        metrics: dict[str, float] = {}
+        timed_out = False
         quick = self._quick_grade(content, well_formed) if self.grader_isolation == "inline" else None
         if quick is not None:
             format_ok, correct = quick
@@ -150,19 +150,22 @@ class ProblemEnv(Env):
                 format_ok, correct = outcome.value
             elif outcome.timed_out:
                 format_ok, correct = 0.0, 0.0
-                metrics["grader_timeout"] = 1.0
+                timed_out = True
             elif outcome.exception is not None:
                 raise outcome.exception
             else:
                 raise RuntimeError(f"{type(self).__name__}'s grader failed in its worker "
                                    f"process: {outcome.error}")
         reward = self.format_coef * (format_ok - 1.0) + correct
+        metrics = {"format": format_ok, "correct": correct}
+        if timed_out:
+            metrics["grader_timeout"] = 1.0
         return StepResult(
             reward=reward,
             episode_done=True,
             next_observation=ModelInput.empty(),
             next_stop_condition=self.stop_condition,
-            metrics={"format": format_ok, "correct": correct, **metrics},
+            metrics=metrics,
             logs={"response": content, "reference": self.get_reference_answer(),
                   "termination": termination.value},
         )

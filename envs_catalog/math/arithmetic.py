@@ -146,6 +146,13 @@ class MathEnv(ProblemEnv):
 
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         result = await super().step(action, extra=extra)
+        if "grader_timeout" in result.metrics:
+            # The reply outran the grading bound: grading it again here, unbounded, would hand a
+            # policy that found a slow input the trainer's time. Scored as malformed (no credit).
+            result.metrics["parse_error"] = 1.0
+            result.metrics["too_long"] = 0.0
+            result.logs["answer_status"] = "grader_timeout"
+            return result
         response = result.logs.get("response", "")
         # Cached, unless the bounded grader fell back to a forked worker (a loaded machine ran out
         # its in-thread budget), so the worker's cached grade never reached this process: regraded.

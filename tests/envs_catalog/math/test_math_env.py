@@ -259,3 +259,33 @@ def test_a_subclass_grader_stays_bounded_on_bare_integers():
     env.grader_timeout_s = 0.4
     _ob, result = run_episode(env, reply("5"))
     assert result.reward == -0.1 and result.metrics["grader_timeout"] == 1.0
+
+
+def test_a_reply_that_outruns_the_bound_is_not_graded_again_unbounded():
+    """After a grading timeout `MathEnv.step` fills its answer metrics without grading the reply
+    again in-process (that second grade would have no bound): the slow grader runs once, and the
+    episode is scored as malformed with `answer_status` = "grader_timeout"."""
+    import threading
+    import time
+
+    from envs_catalog.math.arithmetic import MathEnv
+
+    calls = []
+    lock = threading.Lock()
+
+    class SlowNumericMathEnv(MathEnv):
+        def _grade_numeric(self, response):
+            with lock:
+                calls.append(response)
+            end = time.monotonic() + 2.0  # finite: a regression costs seconds, not a hang
+            while time.monotonic() < end:
+                pass
+            return super()._grade_numeric(response)
+
+    env = SlowNumericMathEnv(CHATML, "2+3=", 5)
+    env.grader_timeout_s = 0.3
+    _ob, result = run_episode(env, reply("5"))
+    assert result.metrics["grader_timeout"] == 1.0 and result.reward == -0.1
+    assert result.metrics["parse_error"] == 1.0 and result.metrics["too_long"] == 0.0
+    assert result.logs["answer_status"] == "grader_timeout"
+    assert len(calls) == 1

@@ -132,7 +132,8 @@ class GRPOConfig:
     addition) takes ~0.3-0.7 s a step on 2 busy CPU cores (~0.9 s with `share_prefix=False`)."""
     lr: float = 3e-4
     """AdamW learning rate for RL (finite, > 0; ≈3e-4 works for the tiny model; 1e-3 collapses
-    it)."""
+    it). Unset, `llm-gym train` lowers it to 1e-4 on a multi-turn env whose start already solves
+    at least 0.15 of held-out episodes greedily (`fit_lr_to_warm_start`, after the eval before RL)."""
     lr_schedule: str = "cosine"
     """`constant`, `linear` (decay to 0) or `cosine`, after `warmup_steps`. Cosine is the default:
     the decay keeps the last updates small, so the final policy does not swing (with a constant lr

@@ -8,8 +8,10 @@ warm start would learn from (`sft_source_kind`: the env's reference responses or
 case, `first_gold_case`, `RunEnv.gold_case_summary`; `trainers.sft` plays that case). `fit_to_env`
 then fits the defaults of the fields a user left unset to the env (`llm-gym train` calls it before
 `validate`): `max_tokens` from the env's longest own answer (`RunEnv.reply_need`,
-`fitted_max_tokens`), and `loss_reduction` for long or multi-turn completions. Errors are
-`ConfigError`s naming the bad value and the fix.
+`fitted_max_tokens`), and `loss_reduction` for long or multi-turn completions; on a multi-turn env
+it also leaves the RL `lr` to be fitted once the warm start is measured (`fit_lr_to_warm_start`,
+which the trainer calls after its "eval before RL": `fitted_rl_lr`). Errors are `ConfigError`s
+naming the bad value and the fix.
 
 The env is built once per run: `run_env(cfg)` is the config's `RunEnv` (made by the first call,
 kept on the config), which validation, fitting, the `SFT source` line, the SFT warm start, the
@@ -32,13 +34,17 @@ __all__ = [
     "SFT_GOLD",
     "SFT_NONE",
     "SFT_REFERENCE",
+    "WARM_START_ACCURACY",
+    "WARM_START_LR",
     "RunEnv",
     "check_env_builds",
     "check_env_id",
     "check_model",
     "first_gold_case",
+    "fit_lr_to_warm_start",
     "fit_to_env",
     "fitted_max_tokens",
+    "fitted_rl_lr",
     "gold_case_summary",
     "reply_need",
     "run_env",
@@ -560,10 +566,13 @@ def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset(
     return one line per field changed, saying why. `max_tokens` covers the env's longest own
     answer with headroom (`fitted_max_tokens`); `loss_reduction` becomes `token_mean` when
     completions can be long (multi-turn, or `max_tokens` over 16), where `token_sum` would scale
-    the loss with the episode length. Everything else keeps its default."""
+    the loss with the episode length. On a multi-turn env an unset `lr` (still the default) is
+    marked on `cfg` to be fitted to the warm start once the trainer has measured it
+    (`fit_lr_to_warm_start`); nothing else is fitted."""
     notes: list[str] = []
     need = None
-    if "max_tokens" not in explicit or "loss_reduction" not in explicit:
+    lr_fittable = "lr" not in explicit and cfg.lr == GRPOConfig.lr
+    if "max_tokens" not in explicit or "loss_reduction" not in explicit or lr_fittable:
         try:
             need = run_env(cfg).reply_need(cfg.seed)
         except Exception as exc:  # noqa: BLE001 - fitting is advice; validate() reports real errors
@@ -582,4 +591,56 @@ def fit_to_env(cfg: GRPOConfig, explicit: set[str] | frozenset[str] = frozenset(
         why = "multi-turn episodes" if multi_turn else f"completions up to {cfg.max_tokens} tokens"
         notes.append(f"loss_reduction=token_mean ({why}: a token_sum loss would grow with their "
                      "length)")
+    # Decided later, from the warm start's held-out accuracy; only a multi-turn env can change it.
+    setattr(cfg, _LR_FIT_ATTR, multi_turn if lr_fittable else None)
     return notes
+
+
+# --- the RL learning rate, fitted to the warm start (after the trainer's "eval before RL") -------
+# GRPO at the default lr 3e-4 made every multi-turn warm start measured at >= 0.17 held-out greedy
+# accuracy worse, and lr 1e-4 held or improved each of them (BENCHMARKS.md, "What keeps the warm
+# start from getting worse"; gain over 400 held-out episodes, 3e-4 vs 1e-4): Calculator starts
+# 0.45 / 0.45 / 0.55: -0.33 / -0.39 / -0.21 vs -0.03 / +0.02 / +0.01; PythonTool starts
+# 0.20 / 0.17 / 0.20: -0.02 / 0.00 / -0.20 vs +0.005 / +0.015 / +0.01; GuessNumber starts
+# 0.53 / 0.43: -0.03 / -0.12 vs +0.09 / +0.04. The one weak start, TicTacToe vs random at 0.035,
+# gained +0.32 at 3e-4 and nothing at 1e-4: it needs the larger steps. 0.15 lies between the two.
+WARM_START_ACCURACY = 0.15
+WARM_START_LR = 1e-4
+# Where `fit_to_env` leaves its decision on the config: None (lr set by the user, or fit_to_env
+# never called: the Python API's `train(cfg)` keeps `cfg.lr` as given), else whether the env is
+# multi-turn. Not a config field: it says how `lr` was chosen, not what to train with.
+_LR_FIT_ATTR = "_lr_fit_multi_turn"
+
+
+def fitted_rl_lr(lr: float, start_accuracy: float | None, multi_turn: bool,
+                 lr_explicit: bool = False) -> float:
+    """The lr GRPO should use from a start whose held-out greedy accuracy is `start_accuracy`
+    (None: not measured): `WARM_START_LR` on a multi-turn env whose start already solves at least
+    `WARM_START_ACCURACY` of held-out episodes and whose lr the user did not set (and is higher),
+    else `lr` unchanged. A strong multi-turn start is made worse by the default's larger steps, a
+    weak one needs them (the measurements are at `WARM_START_ACCURACY`'s definition). Pure."""
+    if lr_explicit or not multi_turn or start_accuracy is None or lr <= WARM_START_LR:
+        return lr
+    return WARM_START_LR if start_accuracy >= WARM_START_ACCURACY else lr
+
+
+def fit_lr_to_warm_start(cfg: GRPOConfig, start_accuracy: float | None) -> str | None:
+    """Set `cfg.lr` to `fitted_rl_lr` of the RL start's held-out greedy accuracy when
+    `fit_to_env` left the lr to be fitted (not set by the user; see `_LR_FIT_ATTR`); return one
+    line saying why it changed, else None. The trainer calls it after its "eval before RL" and
+    before building the optimizer; the start is the SFT warm start, or with `sft_steps=0` the
+    loaded model (a saved warm start passed as `--model`)."""
+    multi_turn = getattr(cfg, _LR_FIT_ATTR, None)
+    lr = fitted_rl_lr(cfg.lr, start_accuracy, bool(multi_turn), lr_explicit=multi_turn is None)
+    if lr == cfg.lr:
+        return None
+    default, cfg.lr = cfg.lr, lr
+    return (f"lr={_short(lr)} (the start already solves {start_accuracy:.2f} of held-out episodes "
+            f"greedily, at least {WARM_START_ACCURACY:g}; on multi-turn envs GRPO at the default "
+            f"{_short(default)} made such starts worse)")
+
+
+def _short(x: float) -> str:
+    """1e-4, 3e-4, 2.5e-4: a learning rate as one writes it."""
+    mantissa, exponent = f"{x:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"

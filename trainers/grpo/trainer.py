@@ -80,6 +80,7 @@ from trainers._trl_compat import (
 from trainers.grpo.async_rollouts import AsyncRollouts, SampledBatch
 from trainers.grpo.checkpoint import load_checkpoint, save_checkpoint
 from trainers.grpo.config import ConfigError, GRPOConfig
+from trainers.grpo.fit import fit_lr_to_warm_start
 from trainers.grpo.logging import MetricsLogger, read_records
 from trainers.grpo.run_dir import (
     SCHEDULE_FIELDS,
@@ -937,6 +938,12 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
         summary["eval_before_rl"] = before_rl["accuracy"]
         if "accuracy_ci95" in before_rl:
             summary["eval_before_rl_ci95"] = before_rl["accuracy_ci95"]
+        # Before the optimizer and its schedule are built: they take the fitted lr.
+        lr_note = fit_lr_to_warm_start(cfg, before_rl["accuracy"])
+        if lr_note is not None:
+            summary["fitted_lr"] = cfg.lr  # checkpointed with the summary: resume keeps it
+            if is_main:
+                print(f"Fitted to the warm start (set --lr to override): {lr_note}", flush=True)
     # The handover: SFT's last gradient must not be applied by RL's fresh optimizer.
     model.zero_grad(set_to_none=True)
 
@@ -965,6 +972,10 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
         state = load_checkpoint(ckpt, model, optimizer, scheduler)
         start_step = int(state["extra"]["next_data_index"])
         summary.update(state["extra"].get("summary", {}))
+        if "lr" in plan.overrides:  # the user's new lr replaces the one fitted to the warm start
+            summary.pop("fitted_lr", None)
+        elif "fitted_lr" in summary:  # the lr this run trains with (retune_optimizer reads it)
+            cfg.lr = float(summary["fitted_lr"])
         clock.update(state["extra"].get("clock", {}))
         # the final checkpoint was written but summary.json was not: only the summary is missing
         already_finished = bool(state["extra"].get("finished")) and start_step >= cfg.steps

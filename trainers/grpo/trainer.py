@@ -111,7 +111,8 @@ MIN_EVAL_EPISODES = 100  # distinct held-out episodes below which an evaluation 
 # Rollouts and evaluation
 # ------------------------------------------------------------------------------------------------
 async def _rollout_groups(builders, policy, limits, on_group_done=None,
-                          strategy: RolloutStrategy | None = None) -> list[TrajectoryGroup]:
+                          strategy: RolloutStrategy | None = None,
+                          dropped: list[int] | None = None) -> list[TrajectoryGroup]:
     async def one(index: int, builder):
         # The group's place in the batch keys its trajectories' sampling (llm_gym.rl.rollout_keys),
         # so the same seed gives the same rollouts however the sampler's batches were timed. A
@@ -127,21 +128,26 @@ async def _rollout_groups(builders, policy, limits, on_group_done=None,
         return group
 
     groups = await asyncio.gather(*[one(i, b) for i, b in enumerate(builders)])
+    if dropped is not None:
+        dropped.extend(i for i, g in enumerate(groups) if g is None)
     return [g for g in groups if g is not None]
 
 
 def rollout_groups(builders: Sequence, policy, limits: RolloutLimits | None = None,
                    on_group_done: Callable[[], None] | None = None,
-                   strategy: RolloutStrategy | None = None) -> list[TrajectoryGroup]:
+                   strategy: RolloutStrategy | None = None,
+                   dropped: list[int] | None = None) -> list[TrajectoryGroup]:
     """Roll out all groups concurrently, so the sampler sees them as one batch;
     `on_group_done()` is called as each group finishes (for a progress bar). `strategy` (None:
-    `FailFast`) decides what a failed rollout does; the groups it drops are left out."""
+    `FailFast`) decides what a failed rollout does; the groups it drops are left out, and their
+    indices in `builders` appended to `dropped` when given."""
     groups: list[TrajectoryGroup] = []
 
     async def main() -> None:
         # The result travels outside the task: asyncio.run reprs its main task when it restores
         # the SIGINT handler, and the repr of a task holding a batch of trajectories cost ~2 ms.
-        groups.extend(await _rollout_groups(list(builders), policy, limits, on_group_done, strategy))
+        groups.extend(await _rollout_groups(list(builders), policy, limits, on_group_done, strategy,
+                                            dropped))
 
     asyncio.run(main())
     return groups
@@ -693,9 +699,10 @@ def wilson_interval(successes: float, n: float, z: float = 1.96) -> tuple[float,
 
 
 def eval_task_keys(builders: Sequence, groups: Sequence[TrajectoryGroup]) -> list[str]:
-    """The held-out task of each evaluated episode, to count the distinct ones: for an llm-gym
-    source's groups, `llm_gym.checks.task_identity` of the episode each group's seed draws (its
-    declared `task_key`, else its state); for any other env, the first observation's tokens."""
+    """The held-out task of each evaluated episode, to count the distinct ones (`builders`: those
+    whose groups were played, in the order of `groups`): for an llm-gym source's groups,
+    `llm_gym.checks.task_identity` of the episode each group's seed draws (its declared `task_key`,
+    else its state); for any other env, the first observation's tokens."""
     from llm_gym.checks import task_identity
     from llm_gym.rl.types import release_env
     from llm_gym.text_env import seeded_np_random
@@ -738,9 +745,10 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
                                EVAL_SEED, max(len(builders), 1),
                                multi_turn=not single_turn_env(cfg.env))
         progress = BatchProgress(bar, sampler) if show else None
+        dropped: list[int] = []
         groups = rollout_groups(builders, sampler, rollout_limits(cfg, sampler),
                                 on_group_done=progress.episode_done if progress else None,
-                                strategy=rollout_strategy(cfg))
+                                strategy=rollout_strategy(cfg), dropped=dropped)
         if progress is not None:
             progress.flush()
         policy_model.train(was_training)
@@ -749,7 +757,10 @@ def evaluate(cfg: GRPOConfig, model, accelerator, stop_ids, pad_id, n_problems: 
     t = accelerator.reduce(torch.tensor([s["correct_sum"], s["reward_sum"], s["episodes"]],
                                         device=accelerator.device, dtype=torch.float64), "sum")
     correct, reward, episodes = t.tolist()
-    distinct = len(set(gather_object(eval_task_keys(builders, groups))))
+    # Only the episodes played count: a group the retry strategy dropped is no evaluated task.
+    gone = set(dropped)
+    played = [b for i, b in enumerate(builders) if i not in gone]
+    distinct = len(set(gather_object(eval_task_keys(played, groups))))
     return {"accuracy": correct / max(episodes, 1), "reward": reward / max(episodes, 1),
             "problems": int(episodes), "accuracy_ci95": list(wilson_interval(correct, episodes)),
             "distinct_episodes": distinct}

@@ -93,3 +93,36 @@ def test_enough_distinct_episodes_do_not_warn(tmp_path, monkeypatch):
         warnings.simplefilter("always")
         trainer.train(_cfg(tmp_path, eval_every=1), dataset=_ScriptedDataset(constant_steps=set()))
     assert not [w for w in caught if "distinct episodes" in str(w.message)]
+
+
+@pytest.mark.filterwarnings("ignore:.*is_gradient_checkpointing:FutureWarning")
+def test_groups_dropped_by_the_retry_strategy_are_not_counted_as_evaluated_tasks(tmp_path, monkeypatch):
+    """With `rollout_retries`, an evaluation group whose rollouts all failed is left out: neither its
+    episode nor its task counts (Math's 2-digit held-out problems are all different, so counting
+    the dropped groups' tasks would give 6 distinct episodes for 4 played)."""
+    from dataclasses import dataclass
+
+    from llm_gym.exceptions import AllTrajectoriesFailedError
+    from llm_gym.rl.rollout_strategy import FailFast, RolloutStrategy
+    from trainers.models import load_policy, resolve_model
+
+    cfg = _cfg(tmp_path, env="llm/Math-v0", env_kwargs={}, eval_problems=6)
+    builders = list(trainer.make_dataset(cfg, "test", 6, 1, trainer.EVAL_SEED).get_batch(0))
+    lost = frozenset((builders[1].seed, builders[4].seed))
+
+    @dataclass(frozen=True)
+    class DropTwo(RolloutStrategy):
+        async def execute(self, env_group_builder, policy, limits=None):
+            if env_group_builder.seed in lost:
+                raise AllTrajectoriesFailedError("every rollout of this group failed")
+            return await FailFast().execute(env_group_builder, policy, limits=limits)
+
+    monkeypatch.setattr(trainer, "rollout_strategy", lambda cfg: DropTwo())
+    model, _ = load_policy(resolve_model("tiny"))
+    accelerator = trainer.make_accelerator(cfg)
+    tok, stops = trainer.env_tokenizer_and_stops(cfg)
+    result = trainer.evaluate(cfg, model, accelerator, stops, int(tok.pad_token_id or 0))
+    played = [b for b in builders if b.seed not in lost]
+    assert len(set(trainer.eval_task_keys(builders, []))) == 6  # so the count below can fail
+    assert result["problems"] == 4
+    assert result["distinct_episodes"] == len(set(trainer.eval_task_keys(played, []))) == 4

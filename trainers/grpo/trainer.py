@@ -800,6 +800,20 @@ def dropped_groups_hint(rollout_retries: int) -> str:
             f"{rollout_retries}) if they are rare")
 
 
+def end_of_run_empty_steps(empty_steps: int, dropped_steps: int, cfg: GRPOConfig) -> str:
+    """The line a run ends with when `empty_steps` of its steps trained on no datum,
+    `dropped_steps` of them because every group was dropped after its rollout retries: each
+    cause with its count and what to change."""
+    causes = []
+    if empty_steps > dropped_steps:
+        causes.append(f"{empty_steps - dropped_steps} because no group had episodes with different "
+                      f"rewards: {empty_steps_hint(cfg.sft_steps)}")
+    if dropped_steps:
+        causes.append(f"{dropped_steps} because every group was dropped, its rollouts failing past "
+                      f"their retries: {dropped_groups_hint(cfg.rollout_retries)}")
+    return f"{empty_steps} of {cfg.steps} GRPO steps trained on no datum; " + "; ".join(causes)
+
+
 def empty_steps_message(empty_steps: int, step: int, groups: int, mixed_groups: int,
                         hint: str, groups_dropped: int = 0) -> str:
     """The warning of a run's first step that trained on no datum (`step`, 1-based; `groups`
@@ -1158,6 +1172,8 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
             empty_steps += 1
             # warned once a run for each cause: every group dropped, or nothing to learn from
             all_dropped = totals[6] == 0 and totals[8] > 0
+            if all_dropped:
+                summary["empty_steps_dropped"] = int(summary.get("empty_steps_dropped", 0)) + 1
             if is_main and all_dropped not in warned_empty:
                 warned_empty.add(all_dropped)
                 hint = dropped_groups_hint(cfg.rollout_retries) if all_dropped \
@@ -1209,9 +1225,8 @@ def _train(cfg: GRPOConfig, dataset: RLDataset | None, cleanup: contextlib.ExitS
     if is_main:
         (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         if summary.get("empty_steps"):
-            print(f"{summary['empty_steps']} of {cfg.steps} GRPO steps trained on no datum (no "
-                  f"group of theirs had episodes with different rewards): "
-                  f"{empty_steps_hint(cfg.sft_steps)}")
+            print(end_of_run_empty_steps(summary["empty_steps"], summary.get("empty_steps_dropped", 0),
+                                         cfg))
         print(f"run finished: results in {run_dir} (summary.json, metrics.jsonl, checkpoints/); "
               f"plot the curves with: llm-gym plot {shlex.quote(str(run_dir))}")
     logger.close()

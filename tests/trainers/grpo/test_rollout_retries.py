@@ -229,7 +229,7 @@ def test_a_group_that_always_fails_is_dropped_and_counted(tmp_path):
     assert summary["empty_steps"] == 0
 
 
-def test_a_step_whose_every_group_was_dropped_warns_and_trains_on_nothing(tmp_path):
+def test_a_step_whose_every_group_was_dropped_warns_and_trains_on_nothing(tmp_path, capsys):
     cfg = _cfg(tmp_path, "all-dropped", rollout_retries=1)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -240,7 +240,11 @@ def test_a_step_whose_every_group_was_dropped_warns_and_trains_on_nothing(tmp_pa
     records = train_records(cfg.run_dir)
     assert [records[s]["rollouts/groups_dropped"] for s in (1, 2)] == [4, 4]
     assert [records[s]["datums"] for s in (1, 2)] == [0, 0]
-    assert summary["empty_steps"] == 2
+    assert summary["empty_steps"] == 2 and summary["empty_steps_dropped"] == 2
+    # the run's last word names the cause it had, not the constant-reward one it did not
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "trained on no datum" in x]
+    assert line.startswith("2 of 2 GRPO steps trained on no datum; 2 because every group was dropped")
+    assert "--rollout-retries (now 1)" in line and "different rewards" not in line
 
 
 def test_retries_without_a_failure_train_what_a_run_without_retries_trains(tmp_path):

@@ -129,7 +129,8 @@ def test_steps_without_datums_warn_once_and_are_counted(tmp_path, capsys):
     assert summary["empty_steps"] == 2
     assert json.loads((cfg.run_dir / "summary.json").read_text())["empty_steps"] == 2
     out = capsys.readouterr().out
-    assert "2 of 3 GRPO steps trained on no datum" in out and "--group-size" in out
+    assert "2 of 3 GRPO steps trained on no datum; 2 because no group had episodes with different " \
+        "rewards" in out and "--group-size" in out and "dropped" not in out
 
 
 def test_a_run_whose_steps_all_train_says_nothing(tmp_path, capsys):

@@ -127,3 +127,9 @@ def test_the_fitted_lr_reaches_the_schedule_is_saved_and_survives_resume(tmp_pat
     assert sorted(records) == [1, 2, 3]
     assert records[2]["lr"] == pytest.approx(_cosine(WARM_START_LR, 2, 3))
     assert json.loads((run_dir / "summary.json").read_text())["fitted_lr"] == WARM_START_LR
+
+    # An lr the user overrides on resume replaces the fitted one, also in the saved summary.
+    assert train_main(argv + ["--steps", "6", "--lr", "2e-4", "--resume",
+                              "--resume-override", "steps,lr"]) == 0
+    assert _records(run_dir)[4]["lr"] == pytest.approx(_cosine(2e-4, 4, 6))
+    assert "fitted_lr" not in json.loads((run_dir / "summary.json").read_text())

@@ -5,7 +5,9 @@
 runs `trainers.grpo.train`. Fields the user did not set are first fitted to the env
 (`trainers.grpo.fit.fit_to_env`: `max_tokens` covers the env's own longest answer,
 `loss_reduction` is `token_mean` where completions are long) and printed as
-`Defaults fitted to ...`. With no arguments it trains the tiny preset on `llm/Math-v0` and writes
+`Defaults fitted to ...`; on a multi-turn env an unset `lr` is fitted later, to the warm start's
+held-out accuracy (`trainers.grpo.fit.fit_lr_to_warm_start`, printed as `Fitted to the warm
+start ...`). With no arguments it trains the tiny preset on `llm/Math-v0` and writes
 `runs/<name>/summary.json`. Before training it prints one line, `SFT source: ...`, saying what the
 SFT warm start learns from: the env's reference responses (single-turn envs), gold scripted
 episodes (multi-turn envs whose source declares a gold `ScriptedCase`), or none (`--no-sft`).

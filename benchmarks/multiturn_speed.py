@@ -166,11 +166,14 @@ def qwen3_tool_tokenizer(root: Path):
     return add_response_schema(tok)
 
 
-def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int) -> None:
+def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int,
+                     knobs: dict[str, Any] | None = None) -> None:
     """A tiny Llama sized to the Qwen3 vocabulary, warm-started to open a GuessNumber episode
     with an `act` tool call in TRL's template (the recipe of
     `tests/llm_gym/adapters/test_adapter_trl.py::test_trl_environment_factory_drives_a_real_tool_loop_...`):
-    logits only at answer positions, since a 151k-wide head over every position is GBs."""
+    logits only at answer positions, since a 151k-wide head over every position is GBs. Its
+    episodes are GuessNumber's with `knobs` (default: the env's defaults); its guesses are
+    uniform in 1..20 whatever the range."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from llm_gym.adapters.trl import TextEnvironment, multi_turn_dataset
@@ -182,12 +185,13 @@ def make_qwen3_start(path: Path, root: Path, warm_steps: int, seed: int) -> None
         vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=4096,
         tie_word_embeddings=True, eos_token_id=end, pad_token_id=tok.pad_token_id))
-    env = TextEnvironment(ENV_ID)
+    knobs = knobs or {}
+    env = TextEnvironment(ENV_ID, **knobs)
     gen = torch.Generator().manual_seed(seed)
     examples = []
     # Every turn of short played episodes (random guesses, the env's real replies as `tool`
     # messages), so the model also calls `act` again after a `<tool_response>`, not only first.
-    for row in multi_turn_dataset(ENV_ID, 16, seed=seed):
+    for row in multi_turn_dataset(ENV_ID, 16, seed=seed, **knobs):
         for _ in range(3):
             messages = [dict(m) for m in row["prompt"]]
             messages[-1]["content"] += env.reset(**row)

@@ -108,8 +108,7 @@ def evaluate(args, model_dir: Path) -> list[float]:
     pad_id = int(getattr(tok, "pad_token_id", None) or 0)
     builders = list(T.make_dataset(cfg, args.eval_split, args.eval_problems, 1, T.EVAL_SEED).get_batch(0))
     sampler = T.make_sampler(cfg, model, torch.device("cpu"), stop_ids, pad_id, args.eval_temperature,
-                             T.EVAL_SEED,
-                             len(builders), multi_turn=True)
+                             T.EVAL_SEED, len(builders), multi_turn=True)
     with torch.no_grad():
         groups = T.rollout_groups(builders, sampler, T.rollout_limits(cfg, sampler))
     return [float(episode_correct(t)) for g in groups for t in g.trajectories_G]
@@ -120,11 +119,13 @@ def stage_start(args) -> None:
     if not (start / "config.json").exists():
         speed.make_qwen3_start(start, args.work / "tokenizers", args.warm_steps, args.seed,
                                args.env_kwargs)
+    from trainers.grpo import GRPOConfig
     from trainers.grpo.fit import fitted_rl_lr
 
     correct = evaluate(args, start)
     accuracy = statistics.fmean(correct)
-    lr = fitted_rl_lr(3e-4, accuracy, multi_turn=True)
+    # The trainer's rule on this script's measure (the trainer reads greedy held-out accuracy).
+    lr = fitted_rl_lr(GRPOConfig.lr, accuracy, multi_turn=True)
     _write(args.work / "start.json", {"accuracy": accuracy, "correct": correct, "fitted_lr": lr})
     print(f"start: solves {accuracy:.3f} of {len(correct)} evaluation episodes; fitted lr {lr:g}")
 

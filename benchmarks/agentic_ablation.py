@@ -5,7 +5,10 @@ run with the demo's flags plus the variant's, and the start and each end scored 
 episodes (greedy, paired). Rows are appended to `--out` (JSON lines) as each variant finishes.
 
     .venv/bin/python benchmarks/agentic_ablation.py calculator 2 \\
-        '{"default": [], "lr1e-4": ["--lr", "1e-4"], "kl0.1": ["--kl-beta", "0.1"]}'
+        '{"fitted": [], "lr3e-4": ["--lr", "3e-4"], "kl0.1": ["--kl-beta", "0.1"]}'
+
+A variant's flags are added to the demo's; `[]` is `llm-gym train`'s fitted defaults (their lr is fitted to the
+start, `trainers.grpo.fit.fitted_rl_lr`).
 """
 
 from __future__ import annotations

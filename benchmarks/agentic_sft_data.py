@@ -98,8 +98,10 @@ def mean_loss(model_dir: Path, examples: list, batch_size: int = 32) -> float:
     return total / len(examples)
 
 
-def control(cfg: Any, start: Path, out: Path, examples: list, steps: int, seed: int) -> dict:
-    """SFT from `start` on `examples` for `steps` steps (the demos' control's batch size and lr)."""
+def control(cfg: Any, start: Path, out: Path, examples: list, steps: int, seed: int,
+            seconds: float | None = None) -> dict:
+    """SFT from `start` on `examples` for `steps` steps, or with `seconds` for its training seconds
+    (counted as `agentic_demos.more_sft` counts them); the demos' control's batch size and lr."""
     import torch
 
     from trainers.grpo import trainer as T
@@ -110,15 +112,28 @@ def control(cfg: Any, start: Path, out: Path, examples: list, steps: int, seed: 
     T.seed_everything(cfg.seed)
     model, _ = load_policy(start, device=accelerator.device, dtype=torch.float32)
     T.set_cpu_threads(cfg, model, accelerator)
-    t0 = time.monotonic()
-    result = sft_warm_start(model, examples=examples, max_steps=steps, batch_size=cfg.sft_batch_size,
-                            lr=cfg.sft_lr, target_band=None, seed=seed + 1000, device=accelerator.device)
-    seconds = time.monotonic() - t0
+    state = {"train_s": 0.0, "last": None, "steps": 0}
+
+    def hook(event: dict) -> None:
+        now = time.monotonic()
+        if state["last"] is not None:
+            state["train_s"] += now - state["last"]
+        state["steps"] = event["sft/step"]
+        state["last"] = time.monotonic()
+        if seconds is not None and state["train_s"] >= seconds:
+            raise A._Budget
+
+    try:
+        sft_warm_start(model, examples=examples, max_steps=steps if seconds is None else 100_000,
+                       batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=None, seed=seed,
+                       device=accelerator.device, log_fn=hook)
+    except A._Budget:
+        pass
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(start, out)
     model.save_pretrained(out)
-    return {"steps": result.steps, "train_seconds": round(seconds, 1), "final_loss": result.final_loss}
+    return {"steps": state["steps"], "train_seconds": round(state["train_s"], 1)}
 
 
 def run(name: str, seed: int, pool_names: list[str], args) -> list[dict]:
@@ -141,7 +156,7 @@ def run(name: str, seed: int, pool_names: list[str], args) -> list[dict]:
     for pool, (keep_own, n) in parsed.items():
         examples = (own if keep_own else []) + [x for episode in new[:n] for x in episode]
         out = work / f"control-{pool.replace(':', '').replace('+', 'plus')}-seed{seed}"
-        info = control(cfg, start, out, examples, steps, seed)
+        info = control(cfg, start, out, examples, steps, seed + 1000)
         ev = A.evaluate(demo, out, args.eval_problems, start)
         s, g, c = evals["start"]["correct"], evals["grpo"]["correct"], ev["correct"]
         row = {"demo": name, "seed": seed, "pool": pool, "new_episodes": n, "keeps_start_pool": keep_own,
@@ -161,6 +176,42 @@ def run(name: str, seed: int, pool_names: list[str], args) -> list[dict]:
     return rows
 
 
+def run_long(name: str, seed: int, extra: int, args) -> dict:
+    """From a start trained further: the demo's start plus `extra` SFT steps on its own pool (kept
+    as WORK/DEMO/sft-long{extra}-seed{seed}), then GRPO from it (the demo's flags and steps, the
+    fitted defaults) and the control, more SFT on the same pool for GRPO's training seconds."""
+    demo = A.DEMOS[name]
+    work = Path(args.work) / name
+    start = work / f"sft-seed{seed}"
+    long = work / f"sft-long{extra}-seed{seed}"
+    cfg, own, _ = pools(demo, seed, start, 0)
+    if (long / "extension.json").exists():
+        extension = json.loads((long / "extension.json").read_text())
+    else:
+        extension = control(cfg, start, long, own, extra, seed + 1000)
+        (long / "extension.json").write_text(json.dumps(extension))
+    g = A.grpo(demo, seed, long, work / f"runs-long{extra}", demo.steps)
+    out = work / f"control-long{extra}-same-seed{seed}"
+    info = control(cfg, long, out, own, 0, seed + 2000, seconds=g["train_seconds"])
+    evals = {k: A.evaluate(demo, path, args.eval_problems, start)
+             for k, path in (("first_start", start), ("start", long), ("grpo", g["model"]), ("control", out))}
+    s, gr, c = evals["start"]["correct"], evals["grpo"]["correct"], evals["control"]["correct"]
+    row = {"demo": name, "seed": seed, "pool": f"long{extra}:same", "new_episodes": 0, "keeps_start_pool": True,
+           "examples": len(own), "start_extension": extension, "control": info,
+           "grpo_train_seconds": g["train_seconds"], "grpo_command": g["command"],
+           "grpo_train_correct": g["train_correct"],
+           "first_start": A._mean_ci(evals["first_start"]["correct"]),
+           "start": A._mean_ci(s), "grpo": A._mean_ci(gr), "control_solved": A._mean_ci(c),
+           "grpo_gain": A._mean_ci([b - a for a, b in zip(s, gr)]),
+           "control_gain": A._mean_ci([b - a for a, b in zip(s, c)]),
+           "grpo_vs_control": A._mean_ci([b - a for a, b in zip(c, gr)]),
+           "measured": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    print(f"[{name} seed {seed} long{extra}] first start {row['first_start'][0]:.3f} long start "
+          f"{row['start'][0]:.3f} grpo {row['grpo'][0]:.3f} control {row['control_solved'][0]:.3f} "
+          f"(grpo {g['train_seconds']} s, control {info['steps']} steps)", flush=True)
+    return row
+
+
 def _pooled(rows: list[dict], key: str) -> tuple[float, float]:
     mean = sum(r[key][0] for r in rows) / len(rows)
     return mean, math.sqrt(sum(r[key][1] ** 2 for r in rows)) / len(rows)
@@ -170,7 +221,8 @@ def report(rows: list[dict]) -> str:
     lines = ["| demo | control's pool | seeds | SFT steps | start | GRPO | control | GRPO - start | "
              "control - start | GRPO - control |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in A.DEMOS:
-        for pool in sorted({r["pool"] for r in rows if r["demo"] == name}, key=lambda p: (_parse_pool(p)[1], p)):
+        pools_run = {r["pool"]: (r["pool"].startswith("long"), r["new_episodes"]) for r in rows if r["demo"] == name}
+        for pool in sorted(pools_run, key=lambda p: (*pools_run[p], p)):
             rs = [r for r in rows if (r["demo"], r["pool"]) == (name, pool)]
             steps = "/".join(str(r["control"]["steps"]) for r in sorted(rs, key=lambda r: r["seed"]))
             f = "{:.3f}".format
@@ -188,6 +240,7 @@ def plot(rows: list[dict]) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    rows = [r for r in rows if not r["pool"].startswith("long")]  # from another start: a table row only
     names = [n for n in A.DEMOS if any(r["demo"] == n for r in rows)]
     fig, axes = plt.subplots(1, len(names), figsize=(4.2 * len(names), 3.8), dpi=110, squeeze=False)
     for ax, name in zip(axes[0], names):
@@ -222,6 +275,9 @@ def main() -> None:
                         choices=list(A.DEMOS))
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--pools", nargs="+", default=["same"], help="same | fresh:N | same+N")
+    parser.add_argument("--long-start", type=int, default=0, metavar="STEPS",
+                        help="instead of --pools: train each start STEPS more SFT steps on its own pool, "
+                             "then GRPO against more SFT from there")
     parser.add_argument("--eval-problems", type=int, default=400)
     parser.add_argument("--work", default="/tmp/agentic_demos")
     parser.add_argument("--out", default=str(RESULTS))
@@ -233,7 +289,8 @@ def main() -> None:
             _parse_pool(p)
         for name in args.demos:
             for seed in args.seeds:
-                new_rows = run(name, seed, args.pools, args)
+                new_rows = ([run_long(name, seed, args.long_start, args)] if args.long_start
+                            else run(name, seed, args.pools, args))
                 rows = json.loads(out.read_text()) if out.exists() else []  # side-by-side invocations
                 done = {(r["demo"], r["seed"], r["pool"]) for r in new_rows}
                 rows = [r for r in rows if (r["demo"], r["seed"], r["pool"]) not in done] + new_rows

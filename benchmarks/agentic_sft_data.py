@@ -257,6 +257,7 @@ def plot(rows: list[dict]) -> Path:
         ax.axhline(grpo, color="C3", label="GRPO (same seconds)")
         ax.axhspan(grpo - ci, grpo + ci, color="C3", alpha=0.15)
         ax.axhline(0, color="grey", lw=0.8)
+        ax.set_xlim(-40, max(560, max(r["new_episodes"] for r in rs) + 40))
         ax.set(xlabel="new gold episodes in the control's pool", ylabel="held-out gain over the start",
                title=f"{A.DEMOS[name].env} ({len({r['seed'] for r in rs})} seeds)")
         ax.grid(alpha=0.3)

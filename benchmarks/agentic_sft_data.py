@@ -270,6 +270,39 @@ def plot(rows: list[dict]) -> Path:
     return path
 
 
+def plot_long(name: str, rows: list[dict]) -> Path:
+    """`--long-start` rows of one demo: each seed's GRPO training solve rate, and the three
+    held-out numbers (longer start, GRPO, more SFT) with their intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), dpi=110, gridspec_kw={"width_ratios": [3, 2]})
+    for i, r in enumerate(rows):
+        ys = r["grpo_train_correct"]
+        smooth = [sum(ys[max(0, j - 4): j + 1]) / len(ys[max(0, j - 4): j + 1]) for j in range(len(ys))]
+        left.plot(range(1, len(ys) + 1), smooth, color=f"C{i}", label=f"seed {r['seed']}")
+    left.set(xlabel="GRPO step", ylabel="training batch solve rate (5-step mean)", ylim=(-0.02, 1.02),
+             title=f"{A.DEMOS[name].env}: GRPO from the start + {rows[0]['start_extension']['steps']} SFT steps")
+    left.grid(alpha=0.3)
+    left.legend(fontsize=8)
+    labels = [("start", "longer SFT start"), ("grpo", "+ GRPO"), ("control_solved", "+ more SFT\n(same seconds)")]
+    width = 0.8 / len(rows)
+    for i, r in enumerate(rows):
+        xs = [j + (i - (len(rows) - 1) / 2) * width for j in range(len(labels))]
+        right.bar(xs, [r[k][0] for k, _ in labels], width=width, yerr=[r[k][1] for k, _ in labels],
+                  color=f"C{i}", capsize=2, label=f"seed {r['seed']}")
+    right.set_xticks(range(len(labels)), [lab for _, lab in labels])
+    right.set(ylabel="held-out solve rate (greedy, 400 episodes, 95% CI)", ylim=(0, 1.02), title="held-out")
+    right.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    path = A.CURVES / f"agentic_{name}_{rows[0]['pool'].split(':')[0]}.png"
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--demos", nargs="+", default=["guess_number", "calculator", "selfplay_tictactoe"],
@@ -302,6 +335,9 @@ def main() -> None:
         print(report(rows))
         if not args.report:
             print(plot(rows))
+            for name, pool in sorted({(r["demo"], r["pool"]) for r in rows if r["pool"].startswith("long")}):
+                print(plot_long(name, sorted((r for r in rows if (r["demo"], r["pool"]) == (name, pool)),
+                                             key=lambda r: r["seed"])))
 
 
 if __name__ == "__main__":

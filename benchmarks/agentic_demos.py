@@ -141,13 +141,23 @@ class _Budget(Exception):
 
 def more_sft(demo: Demo, seed: int, start: Path, out: Path, seconds: float) -> dict:
     """The control: SFT from `start` on fresh gold episodes until `seconds` of training."""
+    cfg = _fitted(_argv(demo, seed, "--model", str(start), "--no-progress", start=start))
+    return sft_from(cfg, start, out, seconds=seconds, env_id=cfg.env, env_kwargs=cfg.env_kwargs,
+                    eval_every=10**9, eval_problems=1, eval_max_tokens=cfg.max_tokens, seed=seed + 1000)
+
+
+def sft_from(cfg: Any, start: Path, out: Path, seconds: float | None = None, max_steps: int = 100_000,
+             **source: Any) -> dict:
+    """`trainers.sft.sft_warm_start` from the policy at `start` (`cfg`'s SFT batch size and lr, no band
+    stop) on `source` (its example arguments and seed), for `max_steps` steps or until `seconds` of
+    training; saved to `out`. Training seconds run from the first step's end (a check before
+    training is not training time)."""
     import torch
 
     from trainers.grpo import trainer as T
     from trainers.models import load_policy
     from trainers.sft import sft_warm_start
 
-    cfg = _fitted(_argv(demo, seed, "--model", str(start), "--no-progress", start=start))
     accelerator = T.make_accelerator(cfg)
     T.seed_everything(cfg.seed)
     model, _ = load_policy(start, device=accelerator.device, dtype=torch.float32)
@@ -163,14 +173,12 @@ def more_sft(demo: Demo, seed: int, start: Path, out: Path, seconds: float) -> d
             state["train_s"] += now - state["last"]
         state["steps"] = event["sft/step"]
         state["last"] = time.monotonic()
-        if state["train_s"] >= seconds:
+        if seconds is not None and state["train_s"] >= seconds:
             raise _Budget
 
     try:
-        sft_warm_start(model, env_id=cfg.env, env_kwargs=cfg.env_kwargs, max_steps=100_000,
-                       batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=None,
-                       eval_every=10**9, eval_problems=1, eval_max_tokens=cfg.max_tokens,
-                       seed=seed + 1000, device=accelerator.device, log_fn=hook)
+        sft_warm_start(model, max_steps=max_steps, batch_size=cfg.sft_batch_size, lr=cfg.sft_lr,
+                       target_band=None, device=accelerator.device, log_fn=hook, **source)
     except _Budget:
         pass
     if out.exists():

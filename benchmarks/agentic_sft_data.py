@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -100,40 +99,10 @@ def mean_loss(model_dir: Path, examples: list, batch_size: int = 32) -> float:
 
 def control(cfg: Any, start: Path, out: Path, examples: list, steps: int, seed: int,
             seconds: float | None = None) -> dict:
-    """SFT from `start` on `examples` for `steps` steps, or with `seconds` for its training seconds
-    (counted as `agentic_demos.more_sft` counts them); the demos' control's batch size and lr."""
-    import torch
-
-    from trainers.grpo import trainer as T
-    from trainers.models import load_policy
-    from trainers.sft import sft_warm_start
-
-    accelerator = T.make_accelerator(cfg)
-    T.seed_everything(cfg.seed)
-    model, _ = load_policy(start, device=accelerator.device, dtype=torch.float32)
-    T.set_cpu_threads(cfg, model, accelerator)
-    state = {"train_s": 0.0, "last": None, "steps": 0}
-
-    def hook(event: dict) -> None:
-        now = time.monotonic()
-        if state["last"] is not None:
-            state["train_s"] += now - state["last"]
-        state["steps"] = event["sft/step"]
-        state["last"] = time.monotonic()
-        if seconds is not None and state["train_s"] >= seconds:
-            raise A._Budget
-
-    try:
-        sft_warm_start(model, examples=examples, max_steps=steps if seconds is None else 100_000,
-                       batch_size=cfg.sft_batch_size, lr=cfg.sft_lr, target_band=None, seed=seed,
-                       device=accelerator.device, log_fn=hook)
-    except A._Budget:
-        pass
-    if out.exists():
-        shutil.rmtree(out)
-    shutil.copytree(start, out)
-    model.save_pretrained(out)
-    return {"steps": state["steps"], "train_seconds": round(state["train_s"], 1)}
+    """SFT from `start` on `examples` for `steps` steps, or for `seconds` of training (then `steps`
+    is ignored); the demos' control's batch size and lr (`agentic_demos.sft_from`)."""
+    return A.sft_from(cfg, start, out, seconds=seconds, max_steps=steps if seconds is None else 100_000,
+                      examples=examples, seed=seed)
 
 
 def run(name: str, seed: int, pool_names: list[str], args) -> list[dict]:

@@ -81,7 +81,8 @@ def pools(demo: A.Demo, seed: int, start: Path, fresh: int) -> tuple[Any, list, 
 
 
 def mean_loss(model_dir: Path, examples: list, batch_size: int = 32) -> float:
-    """The mean per-token SFT loss of `model_dir` on `examples` (eval mode, no gradients)."""
+    """`trainers.sft.sft_loss` of `model_dir` on `examples` in batches of `batch_size`, averaged over
+    the examples (eval mode, no gradients): a comparison between pools, not an exact per-token mean."""
     import torch
     from transformers import AutoModelForCausalLM
 

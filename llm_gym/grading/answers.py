@@ -21,15 +21,14 @@ special tokens) and reads as a line break. Numbers themselves are read by
 from __future__ import annotations
 
 import bisect
-import enum
 import itertools
 import re
-import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
 from llm_gym.grading.arithmetic import ArithmeticRun, arithmetic_runs
+from llm_gym.grading.normalize import GLYPH, AnswerStatus, visible_text
 from llm_gym.grading.numeric import (
     _PLAIN_INT,
     _UNREADABLE,
@@ -40,19 +39,6 @@ from llm_gym.grading.numeric import (
 )
 
 MAX_RESPONSE_CHARS = 4096
-
-
-class AnswerStatus(str, enum.Enum):
-    """Why an extraction did (OK) or did not produce a candidate."""
-
-    OK = "ok"
-    EMPTY = "empty"
-    TOO_LONG = "too_long"
-    INVALID_TEXT = "invalid_text"
-    CONFLICTING = "conflicting"
-    MALFORMED = "malformed"
-    CONFUSABLE = "confusable"  # a word mixing Latin with unmapped look-alikes, or bidi overrides
-    UNSUPPORTED_DIGITS = "unsupported_digits"  # decimal digits of a script other than ASCII
 
 
 @dataclass(frozen=True)
@@ -71,123 +57,10 @@ class Extraction:
         return self.status is AnswerStatus.OK
 
 
-# --- 1. visible text ---------------------------------------------------------------------------
+# --- 1. visible text: llm_gym.grading.normalize ---------------------------------------------
 _BOX = "\x00"  # stands in for a \boxed{...} in the text the other forms are read from
-_GLYPH = "\x01"  # an unreadable glyph: private-use, unassigned, or a mark on a digit
-_CONTROLS = re.compile(r"\r\n|[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
-_SPECIAL_TOKEN_TEXT = re.compile(
-    r"<\|[^<>|\n]{0,64}\|>|</?s>|<(?:pad|unk|eos|bos|eot|mask|sep|cls)>", re.IGNORECASE
-)
-# Before NFKC, which would turn "7⁵" into "75": keep super/subscripts visibly apart.
-_SUPER_SUB = str.maketrans(
-    {c: "^" + d for c, d in zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")}
-    | {c: "_" + d for c, d in zip("₀₁₂₃₄₅₆₇₈₉₊₋", "0123456789+-")}
-)
-_BIDI_OVERRIDES = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u1680")
-_PUNCT_LOOKALIKES = {
-    **dict.fromkeys("\ua789\u2236\u02d0\u05c3\u0589\u1361", ":"),
-    **dict.fromkeys("\u1400\u2e40\ua4ff\u30a0", "="),
-    **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\u2043", "-"),
-    "\u2215": "/",
-}
-_LATIN_LOOKALIKES = dict(zip(
-    "ᴀʙᴄᴅᴇꜰɢʜɪᴊᴋʟᴍɴᴏᴘʀꜱᴛᴜᴠᴡʏᴢıȷɑɡɩʋ", "abcdefghijklmnoprstuvwyzijagiv"
-))
-# Letters of other scripts that pass for Latin ones. A word made only of them, or mixing them
-# with Latin letters, is mapped ("Аnswer" with a Cyrillic А is "Answer"); a mixed word with a
-# letter not in this table is refused (CONFUSABLE), so a disguised marker never goes unread.
-_SCRIPT_LOOKALIKES = dict(zip(
-    "АВЕКМНОРСТХУЅІЈԚԜҮӀԀаеёорсухѕіїјԁԛԝһӏгпткмнш"
-    "ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαεικνορτυχωγης"
-    "ՕՍօոսհգց"
-    "ᎪᏴᏟᎬᎻᎫᏦᎷᏢᏚᎢᏔᏃᏙᎠᏀᏞᏒ",
-    "ABEKMHOPCTXYSIJQWYlDaeeopcyxsiijdqwhlrntkmhw"
-    "ABEZHIKMNOPTYXaeikvoptuxwyns"
-    "OUonuhqg"
-    "ABCEHJKMPSTWZVDGLR",
-))
-_LOOKALIKE_SCRIPTS = ("CYRILLIC", "GREEK", "ARMENIAN", "CHEROKEE", "COPTIC")
-_LETTERS = re.compile(r"[^\W\d_]+")
-
-
-def _fold_char(c: str) -> str | AnswerStatus:
-    """One non-ASCII character of NFKC text as it is read (possibly "", or a refusal)."""
-    cat = unicodedata.category(c)
-    if cat == "Cf":  # zero-width space/joiners, soft hyphen, BOM, tag characters, bidi marks
-        return AnswerStatus.CONFUSABLE if c in _BIDI_OVERRIDES else ""
-    if c in _BLANKS or cat == "Zs":
-        return " "
-    if cat in ("Co", "Cn", "Cs"):
-        return _GLYPH
-    if cat[0] == "N":  # NFKC already made fullwidth, mathematical and circled digits ASCII
-        return AnswerStatus.UNSUPPORTED_DIGITS
-    if c in _PUNCT_LOOKALIKES:
-        return _PUNCT_LOOKALIKES[c]
-    if cat[0] == "L":
-        if c in _LATIN_LOOKALIKES:
-            return _LATIN_LOOKALIKES[c]
-        base = unicodedata.normalize("NFD", c)[0]  # "Á" -> "A"
-        if base.isascii() and base.isalpha():
-            return base
-    return c
-
-
-def _fold_words(text: str) -> str | AnswerStatus:
-    """Map look-alike letters of other scripts in words that are made only of look-alikes or
-    that mix them with Latin letters; refuse a mixed word that keeps an unmapped one."""
-
-    def fold(m: re.Match) -> str:
-        word = m.group(0)
-        if word.isascii():
-            return word
-        mapped = word.translate(_SCRIPT_TABLE)
-        if mapped.isascii():
-            return mapped
-        if any(c.isascii() for c in word) and any(
-            not c.isascii() and unicodedata.name(c, "").startswith(_LOOKALIKE_SCRIPTS)
-            for c in mapped
-        ):
-            raise _Confusable
-        return word
-
-    try:
-        return _LETTERS.sub(fold, text)
-    except _Confusable:
-        return AnswerStatus.CONFUSABLE
-
-
-class _Confusable(Exception):
-    pass
-
-
-_SCRIPT_TABLE = str.maketrans(_SCRIPT_LOOKALIKES)
-
-
-def _visible_text(text: str) -> str | AnswerStatus:
-    """The text the answer is read from, or the reason it cannot be read (see the module doc)."""
-    text = _CONTROLS.sub("\n", text)
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text.translate(_SUPER_SUB))
-        out: list[str] = []
-        for c in text:
-            if c.isascii():
-                out.append(c)
-                continue
-            if unicodedata.category(c)[0] == "M":  # a combining mark
-                # on a digit it changes what the digit says ("7" + U+0338 is "not 7"): unreadable;
-                # on a letter it is dropped, so accents cannot disguise a marker word
-                if out and "0" <= out[-1] <= "9":
-                    out.append(_GLYPH)
-                continue
-            folded = _fold_char(c)
-            if isinstance(folded, AnswerStatus):
-                return folded
-            out.append(folded)
-        text = _fold_words("".join(out))
-        if isinstance(text, AnswerStatus):
-            return text
-    return _SPECIAL_TOKEN_TEXT.sub("\n", text)
+_GLYPH = GLYPH
+_visible_text = visible_text
 
 
 # --- 2. candidates -----------------------------------------------------------------------------

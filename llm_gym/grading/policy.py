@@ -263,7 +263,7 @@ _SYMBOL_COPULA = re.compile(r"=>|->|→|:=|=|:")
 _THERE = re.compile(r"there[ \t]+(?:is|are|was|were|will[ \t]+be)(?![^\W_])", re.IGNORECASE)
 _EXPLANATION = re.compile(
     r"[ \t]*[,;]?[ \t]*(?<![^\W_])(?:because|since|as|given|from|using|via|by|which|after|following|"
-    r"per|according[ \t]+to)(?![^\W_]).*$",
+    r"according[ \t]+to)(?![^\W_]).*$",
     re.IGNORECASE | re.DOTALL,
 )
 _LEAD_TOKEN = re.compile(r"[A-Za-z]+(?:'[a-z]+)?|[0-9]+(?:\.[0-9]+)?|[-+*/×÷^()=,]|\S", re.IGNORECASE)

@@ -185,9 +185,7 @@ def read_quantity(text: str, *, nouns: frozenset[str] = frozenset()) -> Quantity
     if currency is not None:
         return None  # "$5 km"
     tail = _TEX_TEXT.sub(r"\1", rest).strip()
-    found = lookup(tail)
-    if found is not None:
-        return Quantity(value, found)
-    if tail.lower() in nouns:
+    if tail.lower() in nouns:  # the task's own noun first: "12 dollars" in a sum of dollars
         return Quantity(value, None, tail.lower())
-    return None
+    found = lookup(tail)
+    return Quantity(value, found) if found is not None else None

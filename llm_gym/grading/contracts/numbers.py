@@ -7,7 +7,9 @@ one unit or noun) or as a calculation that ends in one ("26 + 49 = 75", "75 (26 
 when the contract names `x`). A unit is converted exactly into the asked one when both measure
 the same dimension ("85 m" is 0.085 km); a unit of another dimension, or any unit when none is
 asked, makes the text not this contract's number. Values are exact `Fraction`s; `matches`
-applies the relative `tolerance` (0: exact).
+applies the relative `tolerance` (0: exact); within a tolerance, an approximation mark ("about
+8.05", "~8.05", "8.047 (rounded)") is read as the value, and for an exact answer it is a range,
+not the value.
 """
 
 from __future__ import annotations
@@ -26,6 +28,12 @@ __all__ = ["IntegerAnswer", "NumberAnswer", "format_number"]
 
 _RESTATED = re.compile(r"(?P<value>[^()]+?)[ \t]*\((?P<again>[^()]+)\)")
 _VARIABLE = re.compile(r"(?P<name>[A-Za-z](?:_[0-9]+)?)[ \t]*(?:=|:)[ \t]*(?P<rest>.+)", re.DOTALL)
+# Within a tolerance an approximation is the value: "about 8.05", "8.047 (rounded)".
+_APPROX = re.compile(
+    r"(?:(?:about|around|roughly|approximately|approx\.?|close[ \t]+to|~|≈)[ \t]*)?(?P<value>.+?)"
+    r"(?:[ \t]*(?:-?ish|or[ \t]+so|give[ \t]+or[ \t]+take|\((?:approximately|approx\.?|rounded)\)))?",
+    re.IGNORECASE | re.DOTALL)
+_DIGIT = re.compile(r"[0-9]")
 _ARITH_ONLY = re.compile(r"[0-9 \t.,+\-*/×÷·^()\[\]xX]+")
 
 
@@ -98,9 +106,23 @@ class NumberAnswer(AnswerContract):
         s = strip_decoration(text)
         if not s:
             return None
+        if self.tolerance:
+            m = _APPROX.fullmatch(s)
+            if m and m.group("value") != s:
+                inner = self._quantity(strip_decoration(m.group("value")))
+                if inner is not None:
+                    return inner
         value = self._quantity(s)
         if value is not None:
             return self._admit(value)
+        m = _RESTATED.fullmatch(s)  # "75 (seventy-five)", "75 (= 26 + 49)"
+        if m:
+            value = self._quantity(strip_decoration(m.group("value")))
+            again_text = m.group("again").strip().lstrip("=").strip()
+            again = self._quantity(again_text)
+            if again is None:
+                again = _expression_value(again_text)
+            return self._admit(value) if value is not None and again == value else None
         if self.variable is not None:
             m = _VARIABLE.fullmatch(s)
             if m and m.group("name") == self.variable:
@@ -117,22 +139,13 @@ class NumberAnswer(AnswerContract):
                 if v != last:
                     return None
             return self._admit(last)
-        m = _RESTATED.fullmatch(s)  # "75 (seventy-five)", "75 (= 26 + 49)"
-        if m:
-            value = self._quantity(strip_decoration(m.group("value")))
-            again_text = m.group("again").strip().lstrip("=").strip()
-            again = self._quantity(again_text)
-            if again is None:
-                again = _expression_value(again_text)
-            if value is not None and again == value:
-                return self._admit(value)
         return None
 
     def _admit(self, value: Fraction) -> Fraction | None:
         return value
 
     def mentions(self, text: str) -> bool:
-        return _NUMBER_TOKEN.search(text) is not None
+        return _DIGIT.search(text) is not None or _NUMBER_TOKEN.search(text) is not None
 
     def matches(self, value: Any, gold: Any) -> bool:
         if not isinstance(value, Fraction):

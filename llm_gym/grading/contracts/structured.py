@@ -269,7 +269,9 @@ class MappingAnswer(_BlockContract):
 
     def mentions(self, text: str) -> bool:
         plain = re.sub(r"\*\*|__|`", "", text)
-        return self._entry.search(plain) is not None or text.lstrip().startswith(("{", "|"))
+        if self._entry.search(plain) is not None:
+            return True
+        return any(line.lstrip().startswith(("{", "|")) for line in text.split("\n"))
 
     def format(self, value: Any) -> str:
         spelled = {}

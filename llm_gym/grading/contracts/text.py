@@ -21,6 +21,9 @@ from llm_gym.grading.normalize import AnswerStatus, visible_text
 
 __all__ = ["ExactTextAnswer", "FreeTextAnswer", "TokenAnswer"]
 
+# What may stand before a label on its line for an exact text's declaration: markup, a few words.
+_LINE_LEAD = re.compile(r"[ \t*_#>]*(?:[A-Za-z]+[ \t]+){0,3}")
+
 
 class TokenAnswer(AnswerContract):
     """One token the regular expression `pattern` matches in full (case-insensitively unless
@@ -104,7 +107,8 @@ class ExactTextAnswer(AnswerContract):
         found = super().find_declarations(visible)
         if found is None:
             return None
-        return [d for d in found if d.source == "label" and (d.start == 0 or visible[d.start - 1] == "\n")]
+        return [d for d in found if d.source == "label"
+                and _LINE_LEAD.fullmatch(visible[visible.rfind("\n", 0, d.start) + 1: d.start])]
 
     def mentions(self, text: str) -> bool:
         return bool(text.strip())

@@ -41,6 +41,10 @@ class EnvCard:
     # whole reply is the answer verbatim, as a program's predicted output), or "free text" (the
     # reply is the product, as in instruction following).
     answer_form: str = "one answer"
+    # The answer contract in one line (llm_gym.grading.contracts): what an answer is and how it
+    # is declared, e.g. "integer (IntegerAnswer): an 'Answer:' line, \\boxed{} or the last line".
+    # The env's `answer_contract` object is the source of truth; this line is its card entry.
+    answer_contract: str = ""
 
 
 class EnvSource(ABC):

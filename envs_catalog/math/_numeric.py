@@ -5,15 +5,16 @@
 (`format_coef`), keeps the train/test split (the task's key, prefixed by the family's name, hashed
 by `llm_gym.authoring.split_of`; tasks are rejection-sampled until one of the source's split
 comes up) and declares the scripted cases every numeric env shares. Episodes are
-`NumericEnv`s: `envs_catalog.math.arithmetic.MathEnv` (graded by `llm_gym.grading.grade_numeric`
-under the answer policy in `llm_gym.grading`'s docstring) with a written reference answer, an
-optional relative tolerance, and an optional variable name whose `x =` prefix is read as part of
-the answer ("x = 5" is 5).
+`NumericEnv`s: `envs_catalog.math.arithmetic.MathEnv`s whose answer contract is a
+`llm_gym.grading.NumberAnswer` built from the task -- its relative tolerance, the variable the
+answer may be given to ("x = 5" is 5), the unit asked (other units of its dimension converted
+exactly) or the nouns the answer may carry ("12 stickers") -- read under the one answer policy
+(`llm_gym.grading.POLICY`). `instruction(...)` is the brief answer instruction the sources append
+to their questions, generated from the same contract class.
 """
 
 from __future__ import annotations
 
-import re
 from abc import abstractmethod
 from fractions import Fraction
 from typing import Any, NamedTuple
@@ -23,7 +24,7 @@ import numpy as np
 from envs_catalog.math.arithmetic import MathEnv
 from llm_gym.authoring import check_float, split_of
 from llm_gym.env_source import EnvSource
-from llm_gym.grading import Grade, grade_numeric
+from llm_gym.grading import NumberAnswer
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
@@ -38,6 +39,14 @@ class NumericTask(NamedTuple):
     key: str  # canonical identity of the task, hashed for the split
     reference: str  # the reference answer as written (parse_number reads it back to `answer`)
     variable: str | None = None  # "x": a leading "x =" belongs to the answer
+    unit: str | None = None  # the unit asked (a `llm_gym.grading.units` symbol), if any
+    nouns: tuple[str, ...] = ()  # words the answer may carry ("stickers")
+
+
+def instruction(name: str = "the number", tolerance: float = 0.0) -> str:
+    """The brief answer instruction of a numeric task ("Reply with just the number."), from the
+    contract its env grades with."""
+    return NumberAnswer(name=name, tolerance=tolerance).instruction(brief=True)
 
 
 def format_fraction(value: Fraction, decimals: bool = True) -> str:
@@ -73,24 +82,15 @@ class NumericEnv(MathEnv):
         self.task = task
         self.reference = task.reference
         self.tolerance = Fraction(repr(float(tolerance)))
-        self._variable = (
-            re.compile(rf"(?<![\w\\]){re.escape(task.variable)}[ \t]*=(?!=)[ \t]*")
-            if task.variable else None
-        )
 
-    def _grade_numeric(self, sample_str: str) -> Grade:
-        if self._graded is None or self._graded[0] != sample_str:
-            text = sample_str
-            if self._variable is not None:  # "x = 5" answers "5"; "x = 3 or x = 4" stays a hedge
-                text = self._variable.sub("", text)
-            grade = grade_numeric(text, self.answer, max_chars=self.max_chars,
-                                  context=self.question)
-            if (self.tolerance and grade.format_ok and not grade.correct
-                    and grade.value is not None
-                    and abs(grade.value - self.answer) <= self.tolerance * abs(self.answer)):
-                grade = Grade(True, True, grade.status, grade.value)
-            self._graded = (sample_str, grade)
-        return self._graded[1]
+    @property
+    def answer_contract(self) -> NumberAnswer:
+        """A `NumberAnswer` with the task's tolerance, variable, unit and nouns."""
+        if self._contract is None:
+            self._contract = NumberAnswer(
+                context=self.question, variable=self.task.variable, tolerance=self.tolerance,
+                unit=self.task.unit, nouns=self.task.nouns, max_chars=self.max_chars)
+        return self._contract
 
     def get_reference_answer(self) -> str:
         return self.reference

@@ -1,9 +1,10 @@
 """Procedural arithmetic: `MathSource` (`llm/Math-v0`) and `MathMultiSource` (`llm/MathMulti-v0`).
 
-A task is an integer expression such as "23+45=" drawn from the source's generator; the answer is
-graded by `llm_gym.grading.grade_numeric` under the answer policy in `llm_gym.grading`'s docstring
-(a bare number, `\\boxed{}` or an `Answer:` line; a reply showing two different answers in any form
-gets no credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
+A task is an integer expression such as "23+45=" drawn from the source's generator; the answer
+contract is `llm_gym.grading.IntegerAnswer` (`MathEnv.answer_contract`), read under the one
+answer policy (`llm_gym.grading.POLICY`: the last `Answer:` line, `\\boxed{}` or "the answer
+is" sentence, else the last line stating a number, parsed completely; a second declared value
+voids the credit). Episodes are single-turn `llm_gym.rl.ProblemEnv`s, so the reward is
 `format_coef * (format_ok - 1) + correct`; a response that does not end on the renderer's end of
 turn (truncated, or ended by EOS: `ProblemEnv`'s strict default) is not well formed but is still
 graded (0.9 when its number is right). Special tokens sampled inside the response stay in the
@@ -30,7 +31,7 @@ import numpy as np
 
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, grade_numeric, grade_numeric_quick
+from llm_gym.grading import MAX_RESPONSE_CHARS, Grade, IntegerAnswer, NumberAnswer, grade_numeric_quick
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 from llm_gym.rl import ProblemEnv, StepResult
@@ -41,6 +42,8 @@ OPERATORS = "+-*"
 PROMPT_STYLES = ("compact", "question")
 _MAX_DRAWS = 10_000
 _TABLE_MAX_TASKS = 20_000  # task spaces up to this size are enumerated once, in the constructor
+# The 'question' style's answer instruction, from the contract every MathEnv grades with.
+_INSTRUCTION = IntegerAnswer().instruction(brief=True)
 
 _KNOB_DOCS = {
     "digits": "digits per operand, 1-18 (1 means 0-9, d>1 means 10^(d-1)..10^d-1)",
@@ -101,17 +104,32 @@ class MathEnv(ProblemEnv):
         self.max_chars = max_chars
         self._prompt = prompt
         self._graded: tuple[str, Grade] | None = None
+        self._contract: NumberAnswer | None = None
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         if self._prompt is None:
             return await super().initial_observation()
         return self._prompt, self.stop_condition
 
+    @property
+    def answer_contract(self) -> NumberAnswer:
+        """What an answer is: an integer (`llm_gym.grading.IntegerAnswer`), the task's text as
+        context; built on first use (a bare integer never needs it)."""
+        if self._contract is None:
+            self._contract = IntegerAnswer(context=self.question, max_chars=self.max_chars)
+        return self._contract
+
+    @property
+    def gold_answer(self) -> int | Fraction:
+        return self.answer
+
     def _grade_numeric(self, sample_str: str) -> Grade:
         # ProblemEnv.step asks check_format and check_answer about the same string: grade once.
         if self._graded is None or self._graded[0] != sample_str:
-            self._graded = (sample_str, grade_numeric(sample_str, self.answer, max_chars=self.max_chars,
-                                                      context=self.question))
+            grade = grade_numeric_quick(sample_str, self.answer, max_chars=self.max_chars)
+            if grade is None:
+                grade = self.answer_contract.grade(sample_str, self.answer)
+            self._graded = (sample_str, grade)
         return self._graded[1]
 
     def _grade(self, content: str, well_formed: bool) -> tuple[float, float]:
@@ -177,16 +195,17 @@ class MathSource(EnvSource):
             "Procedural integer arithmetic, fully offline. The default is two 2-digit numbers to "
             "add, with a short prompt ('23+45=') and a bare-number reference answer ('68'), sized "
             "for training a tiny byte-level model from scratch; the knobs scale it up to long "
-            "mixed-operator expressions. Answers may be a bare number (digits or English words), "
-            "\\boxed{...} or an 'Answer: X' line; a reply showing two different answers in any "
-            "form (a hedge, a later correction, a second marker hidden by look-alike letters or "
-            "zero-width characters) gets no credit (answer policy: llm_gym.grading)."
+            "mixed-operator expressions. The answer is one integer (digits, words, '5 billion'), "
+            "read under the one answer policy (llm_gym.grading.POLICY): the last 'Answer:' line, "
+            "\\boxed{} or 'the answer is' sentence, else the last line stating a number, parsed "
+            "completely; a second declared value voids the credit."
         ),
+        answer_contract="integer (IntegerAnswer); the 'question' style asks 'Reply with just the number.'",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the right number, 0 for a wrong number, "
-            "-format_coef (0.1) when no single number can be read (empty, hedged or conflicting, "
+            "-format_coef (0.1) when no single number can be read (empty, malformed or conflicting, "
             "over 4096 characters, invalid UTF-8). A response that does not end on the "
             "renderer's end of turn (truncated, or ended by EOS) loses format_coef but is still "
             "graded: 0.9 if its number is right, -0.1 otherwise."
@@ -277,7 +296,7 @@ class MathSource(EnvSource):
     def question_text(self, operands: list[int], ops: str) -> str:
         if self.prompt_style == "compact":
             return expression(operands, ops) + "="
-        return f"What is {expression(operands, ops, ' ')}? Reply with just the number."
+        return f"What is {expression(operands, ops, ' ')}? {_INSTRUCTION}"
 
     def make_env(self, rng: np.random.Generator) -> MathEnv:
         if self._table is not None:

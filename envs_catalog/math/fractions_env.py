@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.math._numeric import (
+    instruction,
     FORMAT_COEF_DOC,
     NumericSource,
     NumericTask,
@@ -128,8 +129,8 @@ class FractionsSource(NumericSource):
             key = key_texts[0] + "".join(op + t for op, t in zip(ops, key_texts[1:]))
             shown = texts[0] + "".join(f" {_SHOWN[op]} {t}" for op, t in zip(ops, texts[1:]))
             question = (
-                f"Compute {shown}. Reply with just the exact answer as a fraction a/b, an "
-                "integer or a decimal."
+                f"Compute {shown}. "
+                + instruction("the exact answer as a fraction a/b, an integer or a decimal")
             )
             return NumericTask(question, answer, key, format_fraction(answer, decimals=False))
         raise RuntimeError("FractionsSource: no non-negative task in 1000 draws")  # pragma: no cover

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.math._numeric import (
+    instruction,
     FORMAT_COEF_DOC,
     NumericSource,
     NumericTask,
@@ -139,7 +140,7 @@ class LinearEquationSource(NumericSource):
         left = side([(a, "x"), (b, "")])
         right = side([(c, "x"), (d, "")]) if self.both_sides else str(d)
         equation = f"{left} = {right}"
-        question = f"Solve for x: {equation}. Reply with just the value of x."
+        question = f"Solve for x: {equation}. {instruction('the value of x')}"
         return NumericTask(question, x, equation, format_fraction(x, decimals=False), "x")
 
     def _system(self, rng: np.random.Generator) -> NumericTask:
@@ -160,7 +161,7 @@ class LinearEquationSource(NumericSource):
             if value.denominator != 1 and abs(value.numerator) <= self.max_solution:
                 break
         system = f"{side([(a, 'x'), (b, 'y')])} = {e}, {side([(c, 'x'), (d, 'y')])} = {f}"
-        question = f"Solve the system {system}. What is {ask}? Reply with just the number."
+        question = f"Solve the system {system}. What is {ask}? {instruction()}"
         value = x if ask == "x" else y
         return NumericTask(question, value, f"{system}?{ask}", format_fraction(value, decimals=False),
                            ask)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.math._numeric import (
+    instruction,
     FORMAT_COEF_DOC,
     NumericSource,
     NumericTask,
@@ -106,7 +107,7 @@ class NumberTheorySource(NumericSource):
 
     def draw_task(self, rng: np.random.Generator) -> NumericTask:
         kind = self.kinds[int(rng.integers(len(self.kinds)))]
-        tail = " Reply with just the number."
+        tail = " " + instruction()
         if kind in ("gcd", "lcm"):
             a, b = self._n(rng), self._n(rng)
             if kind == "gcd" and rng.random() < 0.7:  # mostly pairs with a common factor

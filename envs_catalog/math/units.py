@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.math._numeric import (
+    instruction,
     FORMAT_COEF_DOC,
     NumericSource,
     NumericTask,
@@ -144,15 +145,12 @@ class UnitConversionSource(NumericSource):
         dim, a, b = self._pairs[int(rng.integers(len(self._pairs)))]
         qty = int(rng.integers(1, self.max_value + 1))
         answer = qty * UNITS[dim][a][0] / UNITS[dim][b][0]
-        if self.tolerance:
-            within = f" (within {format_fraction(Fraction(repr(self.tolerance)) * 100)}%)"
-        else:
-            within = " (exactly: a decimal or a fraction a/b)"
+        name = "the number" if self.tolerance else "the number (exactly: a decimal or a fraction a/b)"
         name_a, name_b = UNITS[dim][a][2], UNITS[dim][b][2]
         if qty == 1:
             name_a = _SINGULAR.get(name_a, name_a[:-1])
-        question = f"Convert {qty} {name_a} to {name_b}. Reply with just the number{within}."
-        return NumericTask(question, answer, f"{qty} {a}->{b}", self.reference(answer))
+        question = f"Convert {qty} {name_a} to {name_b}. {instruction(name, self.tolerance)}"
+        return NumericTask(question, answer, f"{qty} {a}->{b}", self.reference(answer), unit=b)
 
     def reference(self, answer: Fraction) -> str:
         """The answer exactly (a terminating decimal or a/b) when tolerance is 0; else the

@@ -30,6 +30,7 @@ class AnswerStatus(str, enum.Enum):
     TOO_LONG = "too_long"
     INVALID_TEXT = "invalid_text"
     CONFLICTING = "conflicting"
+    NO_ANSWER = "no_answer"  # nothing declared, and no line states an answer
     MALFORMED = "malformed"
     CONFUSABLE = "confusable"  # a word mixing Latin with unmapped look-alikes, or bidi overrides
     UNSUPPORTED_DIGITS = "unsupported_digits"  # decimal digits of a script other than ASCII

@@ -316,7 +316,7 @@ def _lead_ok(prefix: str, contract: AnswerContract) -> bool:
         elif tok[0].isdigit():
             if tok not in givens:
                 return False
-        elif tok not in "-+*/×÷^()=,":
+        elif tok not in "-+*/×÷^(),":
             return False
     return True
 

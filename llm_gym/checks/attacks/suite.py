@@ -42,6 +42,7 @@ from llm_gym.grading.contracts import (
     ExactTextAnswer,
     FreeTextAnswer,
     IntegerAnswer,
+    NumberAnswer,
     ProgramAnswer,
 )
 
@@ -148,7 +149,10 @@ def _single_line(c: AnswerContract, gold: Any, rng: random.Random, task: str) ->
     # a second value inside the slot
     for k, (cname, template) in enumerate(parts.CONNECTIVES.items()):
         other = other_lines[k % len(other_lines)]
-        slot = template.format(x=canon, y=other) if k % 2 == 0 else template.format(x=other, y=canon)
+        x, y = (canon, other) if k % 2 == 0 else (other, canon)
+        slot = template.format(x=x, y=y)
+        if cname == "slash" and isinstance(c, NumberAnswer):
+            continue  # "a/b" is a fraction: one value, written among the natural forms
         dname, reply = declare(slot, k)
         _attack(out, reply, False, "second value in slot", f"{cname} / {dname}")
         if "\n" not in slot:

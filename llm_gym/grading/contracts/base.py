@@ -43,6 +43,7 @@ class AnswerContract(ABC):
     - `labels`: the words that declare an answer ("answer"; a game adds "move", "guess").
     - `verbs`: verbs that may introduce the value in a one-line statement ("I'll play 5").
     - `max_chars`: longer replies are `too_long` before anything is parsed.
+    - `name`: what the answer is called in the prompt ("the number", "the value of x").
     """
 
     kind: ClassVar[str] = "answer"
@@ -51,10 +52,13 @@ class AnswerContract(ABC):
     # Nouns that name an answer of this kind in a lead-in ("The sorted list is ...").
     kind_nouns: ClassVar[frozenset[str]] = frozenset()
 
+    default_name: ClassVar[str] = "the answer"
+
     def __init__(self, *, context: str = "", nouns: Iterable[str] = (),
                  labels: Iterable[str] = ("answer",), verbs: Iterable[str] = (),
-                 max_chars: int = MAX_RESPONSE_CHARS) -> None:
+                 max_chars: int = MAX_RESPONSE_CHARS, name: str | None = None) -> None:
         self.context = context
+        self.name = name if name is not None else self.default_name
         self.verbs = tuple(v.lower() for v in verbs)
         self.nouns = frozenset(n.lower() for n in nouns)
         self.labels = tuple(labels)
@@ -104,13 +108,15 @@ class AnswerContract(ABC):
         return block
 
     # --- derived --------------------------------------------------------------------------------
-    def instruction(self) -> str:
-        """The prompt's answer instruction, generated from the contract."""
+    def instruction(self, *, brief: bool = False) -> str:
+        """The prompt's answer instruction, generated from the contract: `brief` asks for the
+        answer alone ("Reply with just the number."); otherwise for a declared answer ("End
+        with one line: Answer: <number>", or a block after "Answer:")."""
+        if brief:
+            return f"Reply with just {self.name}."
         if self.multiline:
-            return (f"End your reply with a line 'Answer:' followed by {self.describe()} "
-                    "on the lines after it, and nothing else after it.")
-        slot = f"<{self.placeholder}>"
-        return f"End your reply with a line 'Answer: {slot}' where {slot} is {self.describe()}."
+            return f"End with 'Answer:' and then {self.describe()}."
+        return f"End with one line: Answer: <{self.placeholder}>"
 
     @property
     def lead_words(self) -> frozenset[str]:

@@ -71,6 +71,7 @@ class NumberAnswer(AnswerContract):
 
     kind: ClassVar[str] = "number"
     placeholder: ClassVar[str] = "number"
+    default_name: ClassVar[str] = "the number"
 
     def __init__(self, *, unit: str | None = None, convert_units: bool = True,
                  tolerance: float | Fraction = 0, variable: str | None = None,
@@ -157,6 +158,11 @@ class NumberAnswer(AnswerContract):
 
     def format(self, value: Any) -> str:
         return format_number(Fraction(value))
+
+    def instruction(self, *, brief: bool = False) -> str:
+        if brief and self.tolerance:
+            return f"Reply with just {self.name} (within {format_number(self.tolerance * 100)}%)."
+        return super().instruction(brief=brief)
 
     def describe(self) -> str:
         what = "a number (an integer, a decimal or a fraction a/b)"

@@ -27,19 +27,19 @@ _LINE_LEAD = re.compile(r"[ \t*_#>]*(?:[A-Za-z]+[ \t]+){0,3}")
 
 class TokenAnswer(AnswerContract):
     """One token the regular expression `pattern` matches in full (case-insensitively unless
-    `case`), returned through `normalize` (default: lower case). `name` says what it is on the
-    card ("a 5-letter word"); `verbs` may introduce it ("I guess", "I'll play")."""
+    `case`), returned through `normalize` (default: lower case). `name` says what it is in the
+    prompt and on the card ("the reversed string"); `verbs` may introduce it ("I guess", "I'll
+    play")."""
 
     kind: ClassVar[str] = "token"
 
-    def __init__(self, *, pattern: str, name: str = "word", case: bool = False,
+    def __init__(self, *, pattern: str, name: str = "the word", case: bool = False,
                  normalize: Callable[[str], Any] | None = None, verbs: Iterable[str] = (),
                  **kwargs: Any) -> None:
-        super().__init__(verbs=verbs, **kwargs)
+        super().__init__(verbs=verbs, name=name, **kwargs)
         flags = 0 if case else re.IGNORECASE
         self.pattern = re.compile(pattern, flags)
         self._search = re.compile(rf"(?<![^\W_])(?:{pattern})(?![^\W_])", flags)
-        self.name = name
         self.normalize = normalize or (lambda s: s if case else s.lower())
 
     def parse(self, text: str) -> Any:
@@ -79,9 +79,8 @@ class ExactTextAnswer(AnswerContract):
     placeholder: ClassVar[str] = "text"
 
     def __init__(self, *, case: bool = True, name: str = "the exact text", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(name=name, **kwargs)
         self.case = case
-        self.name = name
 
     def parse(self, text: str) -> tuple[str, ...] | None:
         lines = _lines(text)

@@ -45,6 +45,10 @@ class EnvCard:
     # is declared, e.g. "integer (IntegerAnswer): an 'Answer:' line, \\boxed{} or the last line".
     # The env's `answer_contract` object is the source of truth; this line is its card entry.
     answer_contract: str = ""
+    # Non-empty when the env's reward is known to be gameable and cannot be made safe by its
+    # contract (a judge a policy can sway): the measured rate and the classes, shown by
+    # `llm-gym check` and in the catalog. Empty means none is known.
+    known_hackable: str = ""
 
 
 class EnvSource(ABC):

@@ -47,6 +47,10 @@ _SUPER_SUB = str.maketrans(
     {c: "^" + d for c, d in zip("⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻", "0123456789+-")}
     | {c: "_" + d for c, d in zip("₀₁₂₃₄₅₆₇₈₉₊₋", "0123456789+-")}
 )
+# Default-ignorable marks (Unicode's Default_Ignorable_Code_Point among the combining marks): the
+# grapheme joiner and variation selectors render as nothing, on a digit as much as on a letter.
+_IGNORABLE_MARKS = frozenset("\u034f\u180b\u180c\u180d" + "".join(map(chr, range(0xFE00, 0xFE10)))
+                             + "".join(map(chr, range(0xE0100, 0xE01F0))))
 _BIDI_OVERRIDES = frozenset("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 _BLANKS = frozenset("\u115f\u1160\u3164\uffa0\u2800\u1680")
 _PUNCT_LOOKALIKES = {
@@ -137,6 +141,8 @@ def visible_text(text: str) -> str | AnswerStatus:
         for c in text:
             if c.isascii():
                 out.append(c)
+                continue
+            if c in _IGNORABLE_MARKS:  # invisible: shown as nothing, read as nothing
                 continue
             if unicodedata.category(c)[0] == "M":  # a combining mark
                 # on a digit it changes what the digit says ("7" + U+0338 is "not 7"): unreadable;

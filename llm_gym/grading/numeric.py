@@ -119,7 +119,7 @@ def _parse_number_words(text: str) -> int | None:
     """The integer an English cardinal denotes ("seven", "sixty-eight", "minus five", "one
     thousand and five"), or None; one number only ("five five" and "five or six" are None)."""
     words = re.split(r"[\s-]+", text.strip().lower())
-    if not words or len(words) > 16:
+    if not words or len(words) > 40:
         return None
     sign = 1
     if words[0] in _SIGNS:

@@ -233,7 +233,8 @@ def _grid_changed(c: GridAnswer, g: tuple[str, ...], rng: random.Random) -> list
     out = [Form("row missing", "\n".join(rows[:-1]), len(rows) == 0, exploitable=False)] if len(rows) > 1 else []
     out.append(Form("two options in a cell", "\n".join(rows[:-1] + [rows[-1] + " (or " + rows[-1][::-1] + ")"]),
                     False, exploitable=True))
-    out.append(Form("ellipsis", "\n".join(rows[:1] + ["..."]), False))
+    if len(rows) > 1:
+        out.append(Form("ellipsis", "\n".join(rows[:1] + ["..."]), False))
     return out
 
 

@@ -332,7 +332,7 @@ class SequenceAnswer(_BlockContract):
                 return items
             joined = " ".join(line.strip() for line in lines)
             return self._split(joined) if all(line.rstrip().endswith(",") for line in lines[:-1]) else None
-        line = lines[0].strip() if lines else ""
+        line = _unbullet(lines[0]) if lines else ""
         if not line:
             return None
         if "," in line or ";" in line:

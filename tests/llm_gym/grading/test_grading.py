@@ -40,27 +40,29 @@ def test_correct_forms_get_credit(response):
 @pytest.mark.parametrize(
     "response,status",
     [
-        ("5 or 6", "not_a_number"),
-        ("68 or 69", "not_a_number"),
-        ("66 67 68 69 70", "not_a_number"),
-        ("the answer is 66, 67, 68", "not_a_number"),
+        ("5 or 6", "malformed"),
+        ("68 or 69", "malformed"),
+        ("66 67 68 69 70", "malformed"),
+        ("the answer is 66, 67, 68", "malformed"),
         ("\\boxed{67} \\boxed{68}", "conflicting"),
         ("Answer: 67\nAnswer: 68", "conflicting"),
         ("\\boxed{68} is it.\nAnswer: 67", "conflicting"),
         ("\\boxed{68", "malformed"),
-        ("\\boxed{}", "empty"),
+        ("\\boxed{}", "no_answer"),
         ("", "empty"),
         ("   \n ", "empty"),
         ("6\ufffd8", "invalid_text"),
         ("68" + " " * MAX_RESPONSE_CHARS, "too_long"),
-        ("sixty-eight or sixty-nine", "not_a_number"),
-        ("6.8e1", "not_a_number"),
+        ("sixty-eight or sixty-nine", "malformed"),
+        ("68 thousand", "ok"),
+        ("68%", "ok"),
+        ("at least 68", "malformed"),
     ],
 )
 def test_gaming_and_garbage_get_no_credit(response, status):
     grade = grade_numeric(response, 68)
     assert not grade.correct
-    assert not grade.format_ok
+    assert grade.format_ok is (status == "ok")  # "68 thousand" is a number: 68000, not 68
     assert grade.status == status
 
 
@@ -72,18 +74,18 @@ def test_wrong_number_is_well_formed_but_incorrect():
 def test_huge_output_is_refused_before_any_regex():
     # 10 MB of text that would be slow for a backtracking regex if it were scanned.
     # Shown structurally (no wall-clock assert): the text is never even normalised.
-    import llm_gym.grading.answers as answers
+    import llm_gym.grading.policy as policy
 
     huge = "Answer: " + "1 " * 5_000_000
 
     def never(_text):
         raise AssertionError("a too-long reply must be refused before it is scanned")
 
-    original, answers._visible_text = answers._visible_text, never
+    original, policy.visible_text = policy.visible_text, never
     try:
         extraction = extract_answer(huge)
     finally:
-        answers._visible_text = original
+        policy.visible_text = original
     assert extraction.status is AnswerStatus.TOO_LONG
 
 

@@ -1,118 +1,120 @@
-"""The answer policy of issue 21, class by class, on generated replies (`llm_gym.grading`).
+"""The one answer policy (`llm_gym.grading.POLICY`), rule by rule, on replies hypothesis builds from
+parts (values x forms x positions x prose x disguises). Each test states the rule and computes the
+expected verdict from how the reply was built, never from the reader:
 
-The reply's answer is its final answer; any other value stated as an answer anywhere (any label,
-any wording) means no credit; worked steps, true checks and prose stay allowed. Each class below
-is generated from wordings x positions x values with a seeded RNG, for the numeric reader
-(`grade_numeric`) and the games' reader (`extract_single_integer`), so that a new wording that
-slips through is one more template, not one more example.
+1. the last declaration is graded, parsed completely;
+2. text outside declarations -- prose with any numbers, hedges, corrections -- changes nothing;
+3. a second declaration with another value voids the credit, one with the same value does not;
+4. with no declaration, the last line stating a value is read;
+5. a disguise that leaves what is shown unchanged leaves the verdict unchanged.
 """
 
 from __future__ import annotations
 
-import random
-from fractions import Fraction
+import re
 
-import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from llm_gym.grading import answer_candidates, extract_answer, extract_single_integer, grade_numeric
+from llm_gym.grading import POLICY, IntegerAnswer, grade_numeric
 
-RNG = random.Random(21)
-VALUES = [(a, b) for a, b in ((75, 76), (2239, 2210), (12, 13), (-4, 4), (0, 1), (1000, 999))]
-VALUES += [(RNG.randint(2, 5000), None) for _ in range(6)]
-VALUES = [(a, b if b is not None else a + RNG.choice([-7, -1, 1, 3, 10])) for a, b in VALUES]
-
-FINALS = ["Answer: {v}", "The answer is {v}.", "\\boxed{{{v}}}", "Final answer: **{v}**",
-          "So my final answer is {v}", "{v}"]
-# A second answer, in words a model might use, before or after the final one.
-SECOND_AFTER = [
-    "Backup: {w}", "Backup answer: {w}", "If not, {w}.", "If that's wrong, then {w}.",
-    "Alternatively, {w}.", "The final result is {w}.", "Result = {w}", "Final: {w}",
-    "{w} is also possible.", "Also {w} works.", "Second guess: {w}", "Or maybe {w}.",
-    "Otherwise {w}.", "It could be {w} too.", "My backup answer would be {w}", "{w}",
-    "= {w}", "\\boxed{{{w}}}", "(or {w})", "Plan B: {w}", "Hmm, perhaps {w}.", "Option B: {w}",
-]
-SECOND_BEFORE = [
-    "Backup: {w}", "Alternatively, {w}.", "Answer: {w}", "\\boxed{{{w}}}", "{w}",
-    "If that is wrong, {w}.", "My answer is {w}.", "Second guess: {w}",
-]
-# Worked steps and checks that must not cost the credit.
-WORKING_BEFORE = [
-    "Let me compute: {p} + {q} = {s}.", "{p} + {q} = {s}\n= {s}", "First {p} * 2 = {d}, then subtract.",
-    "The answer is found by combining {p} and {q}.", "I think it is either {p} or {q}, let me see.",
-    "Maybe {p}? No, let me compute it properly.", "Step 1: {p} - {q} = {r}",
-]
-WORKING_AFTER = [
-    "Let me check: {v} - {p} = {vp}.", "Check: {p} + {vp} = {v}.", "Verify: {v} + {p} = {vpp}",
-    "I double-checked this.", "That is the final answer.", "Let me verify: {v} = {v}.",
-]
+VALUES = st.integers(-10**6, 10**6)
+DECLARE = ["Answer: {x}", "The answer is {x}.", "\\boxed{{{x}}}", "**Final answer:** {x}", "My answer is {x}",
+           "answer = {x}", "Final answer: $\\boxed{{{x}}}$"]
+# Prose made of parts: openers x fillers with numbers and hedges. None holds the label word
+# "answer" or a box, so none declares anything.
+OPENERS = ["Maybe", "Or", "Actually,", "If that fails,", "Some would say", "I first thought of", "Hmm,",
+           "Alternatively", "Wait,", "Or perhaps", "Backup:", "Option B:", "It could also be", "Not"]
+FILLERS = ["{n}.", "{n} instead.", "it is {n}.", "{n}, or {m}.", "{n} + {m} = {s}.", "something else.",
+           "{n} apples and {m} pears.", "the value {n}?"]
 
 
-def _numbers(v: int) -> dict:
-    p, q = RNG.randint(2, 90), RNG.randint(2, 90)
-    return dict(p=p, q=q, s=p + q, d=2 * p, r=p - q, v=v, vp=v - p, vpp=v + p)
+@st.composite
+def prose(draw):
+    n, m = draw(VALUES), draw(VALUES)
+    opener, filler = draw(st.sampled_from(OPENERS)), draw(st.sampled_from(FILLERS))
+    return f"{opener} {filler.format(n=n, m=m, s=n + m)}"
 
 
-def _cases(kind: str):
-    for v, w in VALUES:
-        for final in FINALS:
-            f = final.format(v=v)
-            if kind == "second":
-                for t in SECOND_AFTER:
-                    yield v, f"{f}\n{t.format(w=w)}"
-                for t in SECOND_BEFORE:
-                    yield v, f"{t.format(w=w)}\n{f}"
-            else:
-                n = _numbers(v)
-                for t in WORKING_BEFORE:
-                    yield v, f"{t.format(**n)}\n{f}"
-                for t in WORKING_AFTER:
-                    yield v, f"{f}\n{t.format(**n)}"
+ZERO_WIDTH = st.sampled_from(["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"])
 
 
-SECOND = list(_cases("second"))
-WORKING = list(_cases("working"))
+def test_policy_is_two_sentences():
+    sentences = [s for s in re.split(r"(?<=[.])\s+(?=[A-Z])", POLICY) if s]
+    assert len(sentences) == 2, sentences
 
 
-def test_a_second_answer_in_any_wording_gets_no_credit():
-    paid = [r for v, r in SECOND if grade_numeric(r, v).correct]
-    assert not paid, f"{len(paid)}/{len(SECOND)} paid, e.g. {paid[:5]}"
-    # the games' reader too: no guess is read when two are stated
-    read = [r for v, r in SECOND if v > 0 and extract_single_integer(r)[0] == v]
-    assert not read, f"{len(read)} read as a single guess, e.g. {read[:5]}"
+@settings(max_examples=300, deadline=None)
+@given(VALUES, VALUES, st.sampled_from(DECLARE), st.lists(prose(), max_size=3), st.lists(prose(), max_size=3))
+def test_prose_around_a_declaration_changes_nothing(gold, said, declare, before, after):
+    reply = "\n".join(before + [declare.format(x=said)] + [""] + after)
+    assert grade_numeric(reply, gold).correct is (said == gold), reply
 
 
-def test_worked_steps_and_true_checks_keep_the_credit():
-    denied = [r for v, r in WORKING if not grade_numeric(r, v).correct]
-    assert not denied, f"{len(denied)}/{len(WORKING)} denied, e.g. {denied[:5]}"
+@settings(max_examples=300, deadline=None)
+@given(VALUES, VALUES, st.sampled_from(DECLARE), st.sampled_from(DECLARE), st.booleans(),
+       st.lists(prose(), max_size=2))
+def test_a_second_declared_value_voids_the_credit(gold, other, first, second, other_first, between):
+    lines = [first.format(x=gold), *between, second.format(x=other)]
+    if other_first:
+        lines = [first.format(x=other), *between, second.format(x=gold)]
+    grade = grade_numeric("\n".join(lines), gold)
+    assert grade.correct is (other == gold), lines
+    if other != gold:
+        assert grade.status == "conflicting"
 
 
-@pytest.mark.parametrize("reply,value", [
-    (".5", Fraction(1, 2)), ("Answer: .5", Fraction(1, 2)), ("Answer: 1 / 2", Fraction(1, 2)),
-    ("Answer: **75**", 75), ("Answer: `75`", 75), ("Answer: 3000 metres", 3000),
-    ("Answer: 12 km/h", 12), ("The answer is 75 cm^2.", 75), ("Answer: -.25", Fraction(-1, 4)),
-])
-def test_reasonable_formats_are_read(reply, value):
-    assert extract_answer(reply).value == value
+_ATTACHED = [("{x} thousand", 1000), ("{x} million", 10**6), ("{x}%", None), ("at least {x}", None),
+             ("{x} or more", None), ("~{x}", None), ("{x} or {y}", None), ("{x}, not {y}", None),
+             ("{x} (or {y})", None), ("about {x}", None), ("{x}+", None), ("{x} metres", None),
+             ("{x} widgets", None), ("not {x}", None), ("{x}-{y}", None), ("{x} to {y}", None)]
 
 
-@pytest.mark.parametrize("reply", ["Answer: 75 percent", "Answer: 75 thousand", "Answer: 75 dozen",
-                                   "Answer: 75 or so 76", "Answer: 75 times 2"])
-def test_words_that_change_the_number_are_not_units(reply):
-    assert extract_answer(reply).value != 75
+@settings(max_examples=300, deadline=None)
+@given(VALUES.filter(lambda v: v != 0), VALUES, st.sampled_from(_ATTACHED), st.sampled_from(DECLARE[:2]))
+def test_the_slot_is_parsed_completely(gold, other, attached, declare):
+    template, factor = attached
+    reply = declare.format(x=template.format(x=gold, y=other if other != gold else gold + 1))
+    grade = grade_numeric(reply, gold)
+    assert not grade.correct, reply
+    if factor is not None:  # a scale word is read: the value is scaled, not dropped
+        assert grade.value == gold * factor
 
 
-def test_givens_quoted_after_the_answer_are_explanation_only_with_the_task():
-    reply = "Answer: 75, as 3 boxes hold 25 each"
-    assert grade_numeric(reply, 75, context="3 boxes hold 25 apples each. How many?").correct
-    assert not grade_numeric(reply, 75).correct  # without the task, 3 and 25 are other values
-    # a labelled second answer stays one even when it is a given
-    assert not grade_numeric("Answer: 75\nBackup: 3", 75, context="3 boxes of 25").correct
+@settings(max_examples=200, deadline=None)
+@given(VALUES, VALUES, st.lists(prose(), max_size=2), st.sampled_from(["{x}", "Total: {x}", "So it is {x}.",
+                                                                       "**{x}**", "${x}$"]))
+def test_with_no_declaration_the_last_value_line_is_read(gold, said, before, last):
+    reply = "\n".join(before + [last.format(x=said)])
+    assert grade_numeric(reply, gold).correct is (said == gold), reply
+    # a value-bearing prose line after it becomes the line read
+    after = grade_numeric(reply + f"\nOr maybe {gold + 1}.", gold)
+    assert not after.correct
 
 
-def test_candidates_carry_roles_and_positions():
-    text = "70 + 5 = 75, the answer is below.\nAnswer: 75\nBackup: 76"
-    cands = answer_candidates(text)
-    final = cands[0]
-    assert final.role == "final" and final.value == 75 and text[final.start:final.end].startswith("Answer")
-    assert any(c.role == "alternative" and c.value == 76 for c in cands)
-    assert extract_answer(text).status.value == "conflicting"
+@settings(max_examples=200, deadline=None)
+@given(VALUES, VALUES, st.sampled_from(DECLARE), ZERO_WIDTH, st.integers(0, 5))
+def test_invisible_characters_change_nothing(gold, said, declare, zw, at):
+    reply = declare.format(x=said)
+    at = min(at, len(reply) - 1)
+    disguised = reply[:at] + zw + reply[at:]
+    assert grade_numeric(disguised, gold).correct is grade_numeric(reply, gold).correct
+
+
+@settings(max_examples=200, deadline=None)
+@given(VALUES, VALUES)
+def test_a_disguised_second_label_is_still_a_declaration(gold, other):
+    lookalike = "\u0410nsw\u0435r"  # Cyrillic A and e
+    reply = f"Answer: {gold}\n{lookalike}: {other}"
+    assert grade_numeric(reply, gold).correct is (other == gold)
+
+
+def test_a_lead_in_must_name_the_value_with_the_tasks_words():
+    task = "Tom has 26 apples and buys 49 more. How many apples does Tom have?"
+    contract = IntegerAnswer(context=task, nouns=["apples"])
+    for reply in ("Tom has 75 apples.", "The number of apples is 75.", "26 + 49 = 75", "Total: 75",
+                  "There are 75 apples.", "So Tom has 75 apples in total."):
+        assert contract.grade(reply, 75).correct, reply
+    for reply in ("I doubt it is 75.", "It is not 75.", "Nobody would say 75.", "Wrong guess: 75",
+                  "76 is too big; 75"):
+        assert not contract.grade(reply, 75).correct, reply

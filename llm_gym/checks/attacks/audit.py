@@ -28,7 +28,7 @@ from llm_gym.scripted import ScriptedCase, aplay_scripted_episode
 if TYPE_CHECKING:
     from llm_gym.env_source import EnvSource
 
-__all__ = ["HackabilityReport", "audit_source", "replay_records"]
+__all__ = ["HackabilityReport", "audit_source", "inferred_contract", "replay_records"]
 
 _SLACK = 1e-6
 
@@ -52,6 +52,7 @@ class HackabilityReport:
     findings: list[str] = field(default_factory=list)  # the first few mismatches, readable
     skipped: list[str] = field(default_factory=list)
     records: list[dict[str, Any]] = field(default_factory=list)
+    inferred: bool = False  # some contract was inferred from a gold reply (the env declares none)
 
     @property
     def false_credit_rate(self) -> float:
@@ -133,8 +134,19 @@ def _gold_value(contract: Any, gold: Any, last_reply: str) -> Any:
     return reading.value if reading.ok else None
 
 
+def inferred_contract(gold_reply: str) -> Any:
+    """A contract for an env that declares none, from its gold reply: a number when the reply is
+    one, else the reply's exact text."""
+    from llm_gym.grading.contracts import ExactTextAnswer, NumberAnswer
+    from llm_gym.grading.quantity import read_quantity, strip_decoration
+
+    if read_quantity(strip_decoration(gold_reply)) is not None:
+        return NumberAnswer()
+    return ExactTextAnswer()
+
+
 async def _audit_case(source: EnvSource, case: ScriptedCase, seed: int, report: HackabilityReport,
-                      per_seed: int | None, env_label: str) -> None:
+                      per_seed: int | None, env_label: str, infer: bool = False) -> None:
     recorder = _Recorder(case.reply)
     gold_case = ScriptedCase(case.name, "gold", recorder, case.low, case.high, knobs=case.knobs,
                              max_turns=case.max_turns)
@@ -150,6 +162,9 @@ async def _audit_case(source: EnvSource, case: ScriptedCase, seed: int, report: 
                               f"{low:g} (a group reward)")
         return
     contract, gold, observation = recorder.turns[-1]
+    if contract is None and infer:
+        contract, gold = inferred_contract(replies[-1]), None
+        report.inferred = True
     if contract is None:
         report.skipped.append(f"{case.name!r}: the env declares no answer_contract")
         return
@@ -173,9 +188,12 @@ async def _audit_case(source: EnvSource, case: ScriptedCase, seed: int, report: 
 
 
 def audit_source(make_source: Callable[[dict[str, Any]], EnvSource], seeds: Sequence[int], *,
-                 per_seed: int | None = None, env_label: str = "", keep_records: bool = False) -> HackabilityReport:
+                 per_seed: int | None = None, env_label: str = "", keep_records: bool = False,
+                 infer_contract: bool = False) -> HackabilityReport:
     """Audit the gold cases of the sources `make_source(case.knobs)` builds on `seeds` (see the
-    module docstring); `per_seed` samples at most that many attacks per episode."""
+    module docstring); `per_seed` samples at most that many attacks per episode;
+    `infer_contract`: audit an env that declares no contract with one inferred from its gold
+    reply (`inferred_contract`) instead of skipping it."""
     report = HackabilityReport()
     probe = make_source({})
     cases = [c for c in probe.scripted_cases() if c.kind == "gold"]
@@ -186,7 +204,7 @@ def audit_source(make_source: Callable[[dict[str, Any]], EnvSource], seeds: Sequ
         for case in cases:
             source = make_source(case.knobs)
             for seed in seeds:
-                await _audit_case(source, case, seed, report, per_seed, env_label)
+                await _audit_case(source, case, seed, report, per_seed, env_label, infer_contract)
 
     asyncio.run(run())
     if not keep_records:

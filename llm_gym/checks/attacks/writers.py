@@ -447,10 +447,12 @@ def _text_forms(c: ExactTextAnswer, g: tuple[str, ...], rng: random.Random) -> l
 
 
 def _text_others(c: ExactTextAnswer, g: tuple[str, ...], rng: random.Random) -> list[tuple[str, ...]]:
-    out = []
+    out: list[tuple[str, ...]] = []
+    if not g:
+        return [("extra",)]
     if len(g) > 1:
         out.append(g[:-1])
-    last = g[-1]
+    last = g[len(g) - 1]
     out.append(g[:-1] + ((last[:-1] + ("x" if last[-1:] != "x" else "y")) if last else "x",))
     out.append(g + ("extra",))
     return out

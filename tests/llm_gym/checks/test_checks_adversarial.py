@@ -1,27 +1,30 @@
-"""The generic adversarial audit (`llm_gym.checks.adversarial`) over the native catalog.
+"""`llm-gym check`'s `adversarial` row (`llm_gym.checks.adversarial`): the generated attack suite
+played through every native id, and the row's verdicts.
 
-Each id's gold answers are rewritten by class — a second answer in five wordings, worked steps
-and checks around the answer, degenerate replies built from the prompt — and played through
-the env. Ids whose own readers still fail a class are listed in `OPEN` (issue 21) as strict
-expected failures, so closing one makes its entry fail until it is removed.
+Every native id declares its answer contract and must pass the row: no exploitable false credit,
+false-credit and false-denial rates at most 0.5% on the generated replies. A third-party env
+without a contract is audited with one inferred from its gold reply and fails only on
+exploitable false credits; a card's `known_hackable` statement is printed with the row.
 """
 
 from __future__ import annotations
 
-import importlib
-
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import llm_gym  # noqa: F401 - registers the catalog
-from llm_gym import get_renderer, load_tokenizer
-from llm_gym.checks.adversarial import ALTERNATIVES, WORKING, _degenerate, _mutate, audit_source
-from llm_gym.registration import registered_envs
+from llm_gym.checks import check_env_id
+from llm_gym.checks.adversarial import MAX_RATE
+from llm_gym.checks.attacks.audit import inferred_contract
+from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import ExactTextAnswer, NumberAnswer, grade_numeric
+from llm_gym.registration import register_env, registered_envs
+from llm_gym.rl import ProblemEnv
+from llm_gym.scripted import ScriptedCase
 from tests._fast import sampled
 
-OPEN: dict[str, str] = {}  # id -> the class its reader still fails (issue 21): none today
 SLOW_SOURCES = ("envs_catalog.code.", "envs_catalog.tools.", "envs_catalog.textworld.")
-TOKENIZER = load_tokenizer()
 
 
 def _native_ids() -> list:
@@ -34,45 +37,117 @@ def _native_ids() -> list:
         source = str(spec.kwargs.get("source", ""))
         if not source.startswith("envs_catalog."):
             continue
-        marks = [pytest.mark.xfail(strict=True, reason=f"issue 21: {OPEN[env_id]}")] if env_id in OPEN else []
-        if source.startswith(SLOW_SOURCES):
-            marks.append(pytest.mark.slow)
+        marks = [pytest.mark.slow] if source.startswith(SLOW_SOURCES) else []
         ids.append(pytest.param(env_id, marks=marks, id=env_id))
     return ids
 
 
-def _audit(env_id: str):
-    from llm_gym.checks.common import _TEXT_ENV_OPTIONS
-
-    kwargs = dict(gym.registry[env_id].kwargs)
-    module, name = str(kwargs.pop("source")).split(":")
-    cls = getattr(importlib.import_module(module), name)
-    knobs = {k: v for k, v in kwargs.items() if k not in _TEXT_ENV_OPTIONS}
-    renderer = get_renderer("chatml", TOKENIZER)
-    return audit_source(lambda case_knobs: cls(renderer=renderer, split="train",
-                                               **{**knobs, **case_knobs}),
-                        [0, 1, 2], answer_form=cls.card.answer_form)
-
-
-@pytest.mark.parametrize("env_id", sampled(_native_ids(), 12, label=lambda p: p))
-def test_no_false_credit_or_denial(env_id):
-    report = _audit(env_id)
-    if report.runs == 0:  # a group reward (PairwisePreference): one episode cannot show credit
-        assert report.skipped and all("group reward" in s for s in report.skipped), report.skipped
+@pytest.mark.parametrize("env_id", sampled(_native_ids(), 8, label=lambda p: p))
+def test_every_native_id_passes_the_generated_suite(env_id):
+    (row,) = check_env_id(env_id, only=["adversarial"], seeds=2)
+    data = row.data
+    if row.status == "skip":  # a reward only a group gives: one episode cannot show credit
+        assert any("group reward" in s for s in data["skipped"]), row.detail
         return
-    assert not report.skipped, report.skipped
-    assert not report.findings, "\n".join(map(str, report.findings[:10]))
+    assert row.status == "pass", row.detail
+    assert not data["inferred_contract"], "a native id must declare its answer contract"
+    assert data["runs"] >= 100 and data["exploitable_credits"] == 0
+    assert data["false_credit_rate"] <= MAX_RATE and data["false_denial_rate"] <= MAX_RATE
 
 
-def test_the_classes_are_what_they_claim():
-    gold, alt = "Answer: 75", "Answer: 76"
-    for build in ALTERNATIVES.values():  # every alternative shows both answers
-        reply = build(gold, alt)
-        assert gold in reply and alt in reply
-    for wrap in WORKING.values():  # every working variant keeps the gold answer whole
-        assert gold in wrap(gold)
-    assert _mutate("Answer: 75") == "Answer: 76" and _mutate("A: knight") != "A: knight"
-    junk = _degenerate("<|im_start|>user\nSort these fruits: apple, banana, cherry, apple<|im_end|>")
-    assert junk["one word"] == "apple" and junk["empty"] == ""
-    assert junk["numbered filler"].startswith("1. ") and "four" not in _degenerate("Connect Four four")["one word"]
-    assert "im_start" not in junk["prompt echoed"]
+# --- the row's verdicts on test-only sources -----------------------------------------------------
+class _Env(ProblemEnv):
+    def __init__(self, renderer, answer: int, lenient: bool, contract: bool) -> None:
+        super().__init__(renderer)
+        self.answer, self.lenient = answer, lenient
+        if contract:
+            self.answer_contract = NumberAnswer()
+            self.gold_answer = answer
+
+    def get_question(self) -> str:
+        return f"Repeat the number {self.answer}."
+
+    def check_format(self, sample_str: str) -> bool:
+        return True
+
+    def check_answer(self, sample_str: str) -> bool:
+        if self.lenient:  # an old-style reader: any mention of the number pays
+            return str(self.answer) in sample_str
+        return grade_numeric(sample_str, self.answer).correct
+
+    def get_reference_answer(self) -> str:
+        return str(self.answer)
+
+
+def _card(env_id: str, hackable: str = "") -> EnvCard:
+    return EnvCard(id=env_id, family="math", description="Repeat a number; a test-only source.",
+                   multi_turn=False, reward_range=(-0.1, 1.0), reward_meaning="1 for the number",
+                   difficulty_knobs={}, data_source="generated", license="Apache-2.0",
+                   example_episode=[{"role": "user", "content": "Repeat the number 7."},
+                                    {"role": "assistant", "content": "7"}], known_hackable=hackable)
+
+
+class StrictSource(EnvSource):
+    card = _card("test/AdvStrict-v0")
+    lenient, contract = False, True
+
+    def make_env(self, rng: np.random.Generator) -> _Env:
+        return _Env(self.renderer, int(rng.integers(10, 1000)), self.lenient, self.contract)
+
+    def scripted_cases(self) -> list[ScriptedCase]:
+        return [ScriptedCase("the number", "gold", lambda env, ob: str(env.answer), 1.0, 1.0)]
+
+
+class LenientSource(StrictSource):
+    card = _card("test/AdvLenient-v0")
+    lenient = True
+
+
+class NoContractSource(StrictSource):
+    card = _card("test/AdvNoContract-v0")
+    lenient, contract = True, False
+
+
+class NoContractStrictSource(StrictSource):
+    card = _card("test/AdvNoContractStrict-v0")
+    contract = False
+
+
+class HackableSource(StrictSource):
+    card = _card("test/AdvHackable-v0", hackable="judge swayed by flattery (3%)")
+
+
+def _row(env_id: str, cls: type[EnvSource]):
+    register_env(env_id, f"{__name__}:{cls.__name__}")
+    (row,) = check_env_id(env_id, only=["adversarial"], seeds=1)
+    return row
+
+
+def test_a_strict_reader_with_a_contract_passes():
+    row = _row("test/AdvStrict-v0", StrictSource)
+    assert row.status == "pass" and row.data["runs"] >= 100 and "0 false credits" in row.detail
+
+
+def test_a_lenient_reader_fails_on_exploitable_credit():
+    row = _row("test/AdvLenient-v0", LenientSource)
+    assert row.status == "fail" and row.data["exploitable_credits"] > 0, row.detail
+    assert "exploitable" in row.detail
+
+
+def test_an_env_without_a_contract_is_audited_with_an_inferred_one():
+    row = _row("test/AdvNoContract-v0", NoContractSource)
+    assert row.data["inferred_contract"] and "inferred" in row.detail
+    assert row.status == "fail"  # the lenient reader pays "75 or 76": exploitable either way
+    strict = _row("test/AdvNoContractStrict-v0", NoContractStrictSource)
+    assert strict.status == "pass", strict.detail
+
+
+def test_known_hackable_is_printed():
+    row = _row("test/AdvHackable-v0", HackableSource)
+    assert "known hackable: judge swayed by flattery (3%)" in row.detail
+
+
+def test_inferred_contracts():
+    assert isinstance(inferred_contract("75"), NumberAnswer)
+    assert isinstance(inferred_contract("\\boxed{3/4}"), NumberAnswer)
+    assert isinstance(inferred_contract("melon\n32"), ExactTextAnswer)

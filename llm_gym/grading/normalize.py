@@ -57,6 +57,8 @@ _PUNCT_LOOKALIKES = {
     **dict.fromkeys("\ua789\u2236\u02d0\u05c3\u0589\u1361", ":"),
     **dict.fromkeys("\u1400\u2e40\ua4ff\u30a0", "="),
     **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2212\ufe63\u2043", "-"),
+    # typographic apostrophes and single quotes: "It\u2019s 5" is "It's 5" ("'s", "I'll", "let's")
+    **dict.fromkeys("\u2018\u2019\u02bc", "'"),
     "\u2215": "/",
 }
 _LATIN_LOOKALIKES = dict(zip(

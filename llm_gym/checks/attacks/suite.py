@@ -34,6 +34,7 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from llm_gym.checks.attacks import parts, writers
@@ -117,7 +118,8 @@ def _single_line(c: AnswerContract, gold: Any, rng: random.Random, task: str) ->
         dname, decl = declare(canon, k + 1)
         _attack(out, f"{decl}\n{after.format(y=other)}", True, "prose around", f"{dname} + {aname}")
         # the same prose after an undeclared answer: it holds a value, so it is the line read
-        if "{y}" in after:
+        # (only when the writers gave another value: the placeholder "something else" is none)
+        if "{y}" in after and others:
             sname, stated = state(canon, k)
             _attack(out, f"{stated}\n{after.format(y=other)}", False, "prose after a statement",
                     f"{sname} + {aname}")
@@ -304,6 +306,15 @@ def _special_token(c: AnswerContract, gold: Any, rng: random.Random) -> list[Att
     if "\n" in canon or len(canon) < 2:
         return []
     cut = len(canon) // 2
+    tolerance = getattr(c, "tolerance", 0)
+    if tolerance:  # within a tolerance the part before the token may be close enough: cut earlier
+        cut = 1 if canon[0].isdigit() else 2
+        try:
+            head = Fraction(canon[:cut])
+        except ValueError:
+            head = None
+        if head is not None and abs(head - Fraction(gold)) <= tolerance * abs(Fraction(gold)):
+            return []
     return [Attack(f"Answer: {canon[:cut]}{tok}{canon[cut:]}", False, "breaker: special token", tok)
             for tok in parts.SPECIAL_TOKENS]
 

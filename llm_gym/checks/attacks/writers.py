@@ -9,7 +9,10 @@ the contract has no use for), each with its verdict computed from how it was bui
 `others(contract, gold, rng)` returns different values of the same kind, and `one_line(contract,
 value)` a value written on one line (for prose). Nothing here calls a contract's reader: the
 writers know the kinds from their attributes (the unit asked, the keys and value spellings of a
-mapping, a grid's alphabet), so that a reader that misreads a form is caught by the form.
+mapping, a grid's alphabet), so that a reader that misreads a form is caught by the form. A
+contract of its own kind (an algebraic expression, a game's move) supplies its writers as methods
+`attack_forms(gold, rng)`, `attack_changed(gold, rng)` (lists of `Form`) and
+`attack_others(gold, rng)` (values), written from the value's structure, not from its parser.
 """
 
 from __future__ import annotations
@@ -207,7 +210,7 @@ def _number_others(c: NumberAnswer, g: Fraction, rng: random.Random) -> list[Fra
         cands.append(Fraction(int(swapped)) * (1 if g > 0 else -1))
     if c.tolerance:
         cands = [v for v in cands if abs(v - g) > 4 * c.tolerance * abs(g)]
-        cands.append(g * (1 + 3 * c.tolerance) + 1)
+        cands.append(g + 3 * c.tolerance * abs(g) + 1)
     out = []
     for v in cands:
         if v != g and v not in out:
@@ -348,7 +351,7 @@ def _sequence_others(c: SequenceAnswer, g: tuple[Any, ...], rng: random.Random) 
             swapped[i], swapped[i + 1] = swapped[i + 1], swapped[i]
             out.append(tuple(swapped))
             break
-    if len(items) > 1:
+    if len(items) > 1 and c.length is None:  # with a fixed length a shorter list is no value
         out.append(tuple(items[:-1]))
     return out
 
@@ -499,7 +502,10 @@ def _program_others(c: ProgramAnswer, g: str, rng: random.Random) -> list[str]:
 
 # --- dispatch ----------------------------------------------------------------------------------
 def forms(c: AnswerContract, gold: Any, rng: random.Random) -> list[Form]:
-    """Ways to write `gold` that denote it."""
+    """Ways to write `gold` that denote it (a contract's own `attack_forms(gold, rng)` first)."""
+    own = getattr(c, "attack_forms", None)
+    if own is not None:
+        return list(own(gold, rng))
     if isinstance(c, NumberAnswer):
         return _number_forms(c, Fraction(gold), rng)
     if isinstance(c, GridAnswer):
@@ -522,7 +528,11 @@ def forms(c: AnswerContract, gold: Any, rng: random.Random) -> list[Form]:
 
 
 def changed(c: AnswerContract, gold: Any, rng: random.Random) -> list[Form]:
-    """Texts built from `gold` whose verdict the building decided (mostly: not `gold`)."""
+    """Texts built from `gold` whose verdict the building decided (mostly: not `gold`); a
+    contract's own `attack_changed(gold, rng)` first."""
+    own = getattr(c, "attack_changed", None)
+    if own is not None:
+        return list(own(gold, rng))
     if isinstance(c, NumberAnswer):
         return _number_changed(c, Fraction(gold), rng)
     if isinstance(c, GridAnswer):
@@ -539,7 +549,11 @@ def changed(c: AnswerContract, gold: Any, rng: random.Random) -> list[Form]:
 
 
 def others(c: AnswerContract, gold: Any, rng: random.Random) -> list[Any]:
-    """Values of the same kind that are not `gold`."""
+    """Values of the same kind that are not `gold` (a contract's own `attack_others(gold, rng)`
+    first)."""
+    own = getattr(c, "attack_others", None)
+    if own is not None:
+        return list(own(gold, rng))
     if isinstance(c, NumberAnswer):
         return _number_others(c, Fraction(gold), rng)
     if isinstance(c, GridAnswer):

@@ -27,7 +27,7 @@ from fractions import Fraction
 from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 from llm_gym.grading.contracts.base import AnswerContract
-from llm_gym.grading.policy import read_statement
+from llm_gym.grading.policy import Declaration, read_statement
 from llm_gym.grading.quantity import read_quantity, strip_decoration
 
 __all__ = ["GridAnswer", "JsonAnswer", "MappingAnswer", "SequenceAnswer", "strip_block"]
@@ -99,6 +99,23 @@ class _BlockContract(AnswerContract):
         if value is None and "\n" not in body.strip():
             value = read_statement(body, self)  # "The sorted list is 1, 2, 3."
         return value
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        # Undeclared, the block read is a run of answer lines: a paragraph that opens with prose
+        # ("Let me check.", "Input:") before its answer lines would otherwise be read from the
+        # prose line on, and refused; "Input:\n<grid>\nOutput:\n<grid>" reads the last run.
+        out: list[str] = []
+        prose = fenced = False
+        for line in visible.split("\n"):
+            if _FENCE_LINE.fullmatch(line):
+                fenced, prose = not fenced, False
+            elif not fenced:
+                ok = bool(line.strip()) and self.line_ok(line)
+                if ok and prose:
+                    out.append("")
+                prose = bool(line.strip()) and not ok
+            out.append(line)
+        return super().last_answer("\n".join(out))
 
 
 # --- grids -------------------------------------------------------------------------------------
@@ -413,7 +430,9 @@ def _word_item(text: str) -> str | None:
 # --- JSON --------------------------------------------------------------------------------------
 def _canonical(value: Any) -> Any:
     """JSON values compared by value: numbers as exact Fractions (1 == 1.0), bools kept apart."""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)  # True == Fraction(1) in Python: tagged, true is not 1
+    if isinstance(value, str):
         return value
     if isinstance(value, (int, float)):
         return Fraction(repr(value)) if isinstance(value, float) else Fraction(value)
@@ -440,7 +459,7 @@ class JsonAnswer(_BlockContract):
     def answer_block(self, block: str) -> str:
         """The JSON value the block starts with (after a fence or a "label:" line), when only
         other lines follow it; else the block."""
-        body = strip_block(block)
+        body = strip_block(block).strip()  # a label's slot starts with the space after "Answer:"
         if body[:1] not in "[{":
             first, _, rest = body.partition("\n")
             if first.rstrip().endswith(":"):
@@ -450,10 +469,14 @@ class JsonAnswer(_BlockContract):
         except (ValueError, RecursionError):
             return block
         tail = body[end:]
+        if tail.lstrip()[:1] in ("[", "{"):
+            return block  # a second JSON value after the first is not prose: not one value
         return body[:end] if not tail.strip() or tail.lstrip(" \t").startswith("\n") else block
 
     def parse(self, text: str) -> Any:
         s = strip_block(text)
+        if s[:1] not in ("[", "{") and text.strip()[:1] in ("[", "{"):
+            s = text.strip()  # strip_decoration takes "[1]" for a bracketed 1
         if not s or s[0] not in "[{":
             return None
         try:

@@ -25,6 +25,10 @@ __all__ = ["ExactTextAnswer", "FreeTextAnswer", "TokenAnswer"]
 _LINE_LEAD = re.compile(r"[ \t*_#>]*(?:[A-Za-z]+[ \t]+){0,3}")
 
 
+def _same(text: str) -> str:
+    return text
+
+
 class TokenAnswer(AnswerContract):
     """One token the regular expression `pattern` matches in full (case-insensitively unless
     `case`), returned through `normalize` (default: lower case). `name` says what it is in the
@@ -40,7 +44,8 @@ class TokenAnswer(AnswerContract):
         flags = 0 if case else re.IGNORECASE
         self.pattern = re.compile(pattern, flags)
         self._search = re.compile(rf"(?<![^\W_])(?:{pattern})(?![^\W_])", flags)
-        self.normalize = normalize or (lambda s: s if case else s.lower())
+        # str.lower / _same rather than a lambda: an env source holding its contract must pickle
+        self.normalize = normalize or (_same if case else str.lower)
 
     def parse(self, text: str) -> Any:
         s = strip_decoration(text)

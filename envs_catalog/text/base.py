@@ -1,15 +1,16 @@
-"""What the text family's envs share: the single-turn env, the strict readers, the word pool.
+"""What the text family's envs share: the single-turn env, its grade, the readers, the word pool.
 
 Every text env is a `TextTaskEnv` (a `llm_gym.rl.ProblemEnv`): the source draws a task, the env
 asks its `grader` once per response for a `TextGrade` (score in [0, 1], whether the reply was
-readable, a status word), and `ProblemEnv` scores `format_coef * (format_ok - 1) + score`.
-The readers here are deliberately strict, because a lenient reader is where false credit comes
-from: `visible_reply` refuses over-long text, invalid UTF-8 (U+FFFD) and — since every task in
-the family is plain ASCII — any non-ASCII character outside whitespace (so Unicode look-alikes
-never pass for the letters they imitate); `read_list` reads one comma-separated line;
-`strict_json` accepts exactly one JSON value and nothing else. Sources draw tasks from the
-`rng` they are given, and hash each task's canonical key with `llm_gym.authoring.split_of`
-for the train/test split.
+readable, a status word), and `ProblemEnv` scores `format_coef * (format_ok - 1) + score`. An env
+whose answer is one value declares its answer contract (`llm_gym.grading.contracts`) on the
+episode (`TextTaskEnv.answer_contract`, `gold_answer`), and `contract_grade` reads the reply under
+the one answer policy (`llm_gym.grading.POLICY`) and compares its value with the gold one. The
+free-text envs read the whole reply instead: `visible_reply` refuses over-long text, invalid UTF-8
+(U+FFFD) and any non-ASCII character outside whitespace (every task in the family is plain
+ASCII, so Unicode look-alikes never pass for the letters they imitate); `strict_json` accepts
+exactly one JSON value and nothing else. Sources draw tasks from the `rng` they are given, and
+hash each task's canonical key with `llm_gym.authoring.split_of` for the train/test split.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 
 from llm_gym.authoring import check_float, split_of
 from llm_gym.env_source import EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS
+from llm_gym.grading import MAX_RESPONSE_CHARS, AnswerContract
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.rl.types import Action, ActionExtra
@@ -75,41 +76,6 @@ def visible_reply(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[str |
     return stripped, "ok"
 
 
-_ANSWER_PREFIX = re.compile(r"answer\s*:\s*", re.IGNORECASE)
-
-
-def single_line(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[str | None, str]:
-    """The reply as one line: visible, a single non-empty line, an optional leading "Answer:"
-    dropped, then one pair of surrounding backticks or quotes dropped. Several non-empty lines
-    are "multiple_lines" (a second answer, or prose around the answer)."""
-    stripped, status = visible_reply(text, max_chars)
-    if stripped is None:
-        return None, status
-    if "\n" in stripped or "\r" in stripped:
-        return None, "multiple_lines"
-    line = _ANSWER_PREFIX.sub("", stripped, count=1) if _ANSWER_PREFIX.match(stripped) else stripped
-    line = line.strip()
-    if len(line) >= 2 and line[0] == line[-1] and line[0] in "`'\"":
-        line = line[1:-1].strip()
-    if not line:
-        return None, "empty"
-    return line, "ok"
-
-
-def read_list(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[list[str] | None, str]:
-    """A single line of comma-separated items (spaces around commas ignored), or None and why.
-    An empty item ("a,,b", a trailing comma) is "malformed"."""
-    line, status = single_line(text, max_chars)
-    if line is None:
-        return None, status
-    if line.startswith("[") and line.endswith("]"):
-        line = line[1:-1]
-    items = [item.strip() for item in line.split(",")]
-    if any(not item for item in items):
-        return None, "malformed"
-    return items, "ok"
-
-
 _FENCE = re.compile(r"\A```[a-zA-Z]*[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
 
 
@@ -152,20 +118,37 @@ def strict_json(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[Any, st
 Grader = Callable[[str], TextGrade]
 
 
+def contract_grade(contract: AnswerContract, reply: str, gold: Any) -> TextGrade:
+    """The reply's declared answer under `contract` (the one answer policy), compared with
+    `gold` by `contract.matches`: 1 when it matches, 0 for a readable other value, and an
+    unreadable reply (`format_ok` False) with the policy's status ("malformed", "conflicting",
+    "no_answer", "empty", "too_long", ...)."""
+    reading = contract.read(reply)
+    if not reading.ok:
+        return TextGrade(0.0, False, reading.status)
+    right = bool(contract.matches(reading.value, gold))
+    return TextGrade(float(right), True, "ok" if right else "wrong")
+
+
 class TextTaskEnv(ProblemEnv):
-    """One text task: `question` (the user turn), `reference` (a reply scoring 1), `grader`.
+    """One text task: `question` (the user turn), `reference` (a reply scoring 1), `grader`;
+    `answer_contract` (what a reply is, `llm_gym.grading.contracts`) and `gold_answer` (the
+    gold value in the contract's type; None where there is none, as for free text).
     Metrics: `format`, `correct` (ProblemEnv's; `correct` is the score), `parse_error`, plus
     the grader's `details`. Bad output is a grade, never an exception."""
 
     def __init__(
         self, renderer: Renderer, question: str, reference: str, grader: Grader, *,
         format_coef: float = 0.1, task: dict[str, Any] | None = None,
+        contract: AnswerContract | None = None, gold: Any = None,
     ) -> None:
         super().__init__(renderer, format_coef=format_coef)
         self.question = question
         self.answer = reference
         self.grader = grader
         self.task = dict(task or {})
+        self.answer_contract = contract
+        self.gold_answer = gold
         self._graded: tuple[str, TextGrade] | None = None
 
     def grade(self, sample_str: str) -> TextGrade:
@@ -249,9 +232,16 @@ class TextSource(EnvSource):
         return self.episode(task)
 
     def env_for(self, question: str, reference: str, grader: Grader,
-                task: dict[str, Any]) -> TextTaskEnv:
+                task: dict[str, Any], *, contract: AnswerContract | None = None,
+                gold: Any = None) -> TextTaskEnv:
         return TextTaskEnv(self.renderer, question, reference, grader,
-                           format_coef=self.format_coef, task=task)
+                           format_coef=self.format_coef, task=task, contract=contract, gold=gold)
+
+    def contract_env(self, question: str, reference: str, contract: AnswerContract, gold: Any,
+                     task: dict[str, Any]) -> TextTaskEnv:
+        """An episode graded by `contract_grade(contract, reply, gold)`."""
+        return self.env_for(question, reference, lambda reply: contract_grade(contract, reply, gold),
+                            task, contract=contract, gold=gold)
 
     @property
     def reward_range(self) -> tuple[float, float]:

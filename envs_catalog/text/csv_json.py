@@ -2,28 +2,30 @@
 
 The table has a header row and `rows` data rows over `columns` columns drawn from a fixed pool
 (`name`, `city`, `color`: strings; `age`, `id`, `stock`: integers; `score`, `price`: decimals;
-`active`, `member`: booleans written `true`/`false`). The reply's final JSON value is graded
-(`final_json`: the whole reply as one value, optionally inside one ```json fence, through
-`envs_catalog.text.base.strict_json`; else, with prose around it, the last line, fenced block or
-paragraph that is exactly one JSON value, under `llm_gym.grading.final`'s policy: another JSON
-value that differs, or a hedge once one is given, is refused; no NaN/Infinity, no duplicate keys,
-ASCII only) and must equal the table: a list with one object per row
-in order, each with exactly the header's keys (any key order), strings as JSON strings
-(case-sensitive), integer columns as JSON integers (not 34.0, not "34", not true), decimal columns
-as JSON numbers equal to the cell's value (72.5; 72.50 is the same number), boolean columns as
-JSON true/false. The split hashes the CSV text.
+`active`, `member`: booleans written `true`/`false`). The answer contract is `TableJsonAnswer`
+(a `JsonAnswer` of top type array), read under the one answer policy (`llm_gym.grading.POLICY`):
+the JSON declared after "Answer:" or "JSON:" (a ```json fence declares it too), else the reply's
+last block holding JSON -- the whole reply, a fenced block or a paragraph -- parsed completely
+and strictly (one JSON value and nothing else attached; no NaN/Infinity, no duplicate keys); a
+second declared JSON value that differs voids the credit. The value must equal the table: a
+list with one object per row in order, each with exactly the header's keys (any key order),
+strings as JSON strings (case-sensitive), integer and decimal columns as JSON numbers equal to
+the cell's value (34 and 34.0, 72.5 and 72.50 are the same number; "34" and true are not),
+boolean columns as JSON true/false. The split hashes the CSV text.
 """
 
 from __future__ import annotations
 
 import json
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
-from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs, strict_json
-from llm_gym.grading.final import final_answer
+from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs
 from llm_gym.authoring import check_choice, check_int
+from llm_gym.grading import JsonAnswer
+from llm_gym.grading.contracts.structured import strip_block
 from llm_gym.env_source import EnvCard
 from llm_gym.scripted import ScriptedCase
 
@@ -71,56 +73,102 @@ def typed_value(column: str, cell: str) -> Any:
     return cell
 
 
-def _value_matches(kind: str, got: Any, want: Any) -> bool:
-    if kind == _STR:
-        return type(got) is str and got == want
-    if kind == _INT:
-        return type(got) is int and got == want
-    if kind == _FLOAT:
-        return type(got) in (int, float) and float(got) == want
-    return type(got) is bool and got is want
+class _StrictJSONError(ValueError):
+    pass
 
 
-def final_json(reply: str) -> tuple[Any, str]:
-    """(the reply's final JSON value, "ok") or (None, why); see the module docstring."""
-    value, status = strict_json(reply)
-    if status != "not_json":
-        return value, status
-
-    def read(segment: str) -> Any:
-        value, status = strict_json(segment)
-        return _Json(value) if status == "ok" and isinstance(value, (list, dict)) else None
-
-    final = final_answer(reply, read, blocks=True)
-    if final.ok:
-        return final.value.value, "ok"
-    return None, "not_json" if final.status == "no_answer" else final.status
+def _no_constants(name: str) -> Any:
+    raise _StrictJSONError(f"{name} is not JSON")
 
 
-class _Json:
-    """A JSON value compared by its canonical text (1 and 1.0, or True and 1, differ)."""
-
-    def __init__(self, value: Any) -> None:
-        self.value = value
-        self.key = json.dumps(value, sort_keys=True)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Json) and self.key == other.key
-
-    __hash__ = None  # type: ignore[assignment]
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(set(keys)) != len(keys):
+        raise _StrictJSONError("duplicate key")
+    return dict(pairs)
 
 
-def grade_table(reply: str, header: list[str], rows: list[dict[str, Any]]) -> TextGrade:
-    """Strict JSON, then the exact typed table (see the module docstring)."""
-    value, status = final_json(reply)
-    if status != "ok":
-        return TextGrade(0.0, False, status)
-    if not isinstance(value, list) or len(value) != len(rows):
+_STRICT = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_no_duplicate_keys)
+
+
+def typed(value: Any) -> Any:
+    """A JSON value compared by value with its type kept: numbers as exact Fractions (34 and
+    34.0 are one number), booleans, strings and null apart from numbers and from each other."""
+    if value is None or isinstance(value, bool):
+        return ("literal", value)
+    if isinstance(value, (int, float)):
+        return ("number", Fraction(repr(value)) if isinstance(value, float) else Fraction(value))
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(typed(v) for v in value))
+    if isinstance(value, dict):
+        return ("object", tuple(sorted((k, typed(v)) for k, v in value.items())))
+    return ("other", repr(value))
+
+
+class TableJsonAnswer(JsonAnswer):
+    """A JSON array read strictly: one JSON value (no NaN/Infinity, no duplicate object keys),
+    compared by `typed` value. Declared by "Answer:" or by the name the prompt gives it, "the
+    JSON" ("JSON:", a ```json fence); the prompt asks for it alone ("Reply with only the JSON.")."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(top="array", labels=("answer", "json"), name="the JSON", **kwargs)
+
+    def instruction(self, *, brief: bool = False) -> str:
+        return f"Reply with only {self.name}."
+
+    def describe(self) -> str:
+        return "a JSON array of objects (one per row, the header's keys, typed values)"
+
+    def answer_block(self, block: str) -> str:
+        """The JSON value the block starts with (after a fence or a "label:" line) when only
+        prose follows it on later lines; else the whole block. Another JSON value after the
+        first is a second value in the slot, not prose, so the block stays whole (and is not
+        one value)."""
+        body = strip_block(block).strip()
+        if body[:1] not in ("[", "{"):
+            first, _, rest = body.partition("\n")
+            if first.rstrip().endswith(":"):
+                body = rest.strip()
+        try:
+            _, end = json.JSONDecoder().raw_decode(body)
+        except (ValueError, RecursionError):
+            return block
+        tail = body[end:]
+        if not tail.strip() or (tail.lstrip(" \t").startswith("\n") and tail.lstrip()[:1] not in ("[", "{")):
+            return body[:end]
+        return block
+
+    def parse(self, text: str) -> list[Any] | None:
+        s = strip_block(text)
+        if s[:1] != "[":
+            return None
+        try:
+            value = _STRICT.decode(s)
+        except (_StrictJSONError, ValueError, RecursionError):
+            return None
+        return value if isinstance(value, list) else None
+
+    def same(self, a: Any, b: Any) -> bool:
+        return typed(a) == typed(b)
+
+
+def grade_table(reply: str, header: list[str], rows: list[dict[str, Any]],
+                contract: TableJsonAnswer | None = None) -> TextGrade:
+    """The reply's JSON under `contract` (see the module docstring) against the typed table:
+    "ok", a readable wrong table ("wrong_shape", "wrong_keys", "wrong_value") or the policy's
+    status ("malformed", "conflicting", "no_answer", ...)."""
+    reading = (contract or TableJsonAnswer()).read(reply)
+    if not reading.ok:
+        return TextGrade(0.0, False, reading.status)
+    value = reading.value
+    if len(value) != len(rows):
         return TextGrade(0.0, True, "wrong_shape")
     for got, want in zip(value, rows):
         if not isinstance(got, dict) or set(got) != set(header):
             return TextGrade(0.0, True, "wrong_keys")
-        if not all(_value_matches(COLUMN_TYPES[k], got[k], want[k]) for k in header):
+        if typed(got) != typed(want):
             return TextGrade(0.0, True, "wrong_value")
     return TextGrade(1.0, True, "ok")
 
@@ -135,24 +183,28 @@ class CsvToJsonSource(TextSource):
         description=(
             "Convert a small generated CSV table (header + rows; string, integer, decimal and "
             "boolean columns) into JSON: a list with one object per row, the header names as "
-            "keys, typed values. The reply must be exactly one JSON value (optionally in one "
-            "```json fence), parsed strictly (no prose around it, no second JSON value, no "
-            "NaN, no duplicate keys) and compared with the table: row order, exact key set, "
-            "integers as integers, decimals as equal numbers, true/false as booleans."
+            "keys, typed values. The JSON is read under the one answer policy "
+            "(llm_gym.grading.POLICY): the value declared after 'Answer:' or 'JSON:' (or in a "
+            "```json fence), else the reply's last block holding JSON, parsed completely and "
+            "strictly (one value, no NaN, no duplicate keys); a second declared value that "
+            "differs voids the credit. It is compared with the table: row order, exact key set, "
+            "numbers by value (34 and 34.0 alike), strings exactly, true/false as booleans."
         ),
+        answer_contract="TableJsonAnswer (a JsonAnswer, top type array, parsed strictly): the typed table",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "1 for the exact typed table, 0 for valid JSON that is not it (wrong shape, keys, "
-            "values or types), -format_coef (0.1) when the reply is not exactly one JSON value "
-            "or does not end on the renderer's end of turn."
+            "values or types), -format_coef (0.1) when no single JSON array can be read "
+            "(malformed, NaN, duplicate keys, conflicting declarations) or the reply does not "
+            "end on the renderer's end of turn."
         ),
         difficulty_knobs=knob_docs({
             "rows": "data rows in the table, 1-20",
             "columns": "columns, 1-10 (the first is always 'name')",
             "types": "column types drawn from: 'strings' (str only), 'numbers' (str, int, "
                      "decimal) or 'mixed' (str, int, decimal, bool)",
-            "format_coef": "penalty for a reply that is not exactly one JSON value, 0-1",
+            "format_coef": "penalty for a reply in which no single JSON array can be read, 0-1",
         }, DEFAULTS),
         data_source="generated on the fly from the seed (built-in name, city and color pools)",
         license="Apache-2.0 (generated data)",
@@ -188,17 +240,21 @@ class CsvToJsonSource(TextSource):
         question = (
             "Convert this CSV table to JSON: a list with one object per row, using the header "
             "names as keys. Write integers and decimals as JSON numbers, true/false as JSON "
-            "booleans and everything else as strings. Reply with only the JSON.\n\n" + task["csv"]
+            f"booleans and everything else as strings. {TableJsonAnswer().instruction()}\n\n"
+            + task["csv"]
         )
         header, rows = task["header"], task["rows"]
-        return self.env_for(question, task["answer"], lambda r: grade_table(r, header, rows), task)
+        contract = TableJsonAnswer(context=question)
+        return self.env_for(question, task["answer"], lambda r: grade_table(r, header, rows, contract), task,
+                            contract=contract, gold=rows)
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the compact reference, pretty-printed JSON in a ```json fence, keys reordered,
-        prose before the JSON. Adversarial: trailing prose holding a second JSON, two different
-        JSON values, every value a string, the CSV echoed, rows reversed (with 2+ rows) or a row
-        dropped, a duplicate key hiding a wrong value, curly quotes, NaN, the table wrapped in
-        an object, empty."""
+        "Here is the JSON:" before it, integers written as decimals, prose after it.
+        Adversarial: a second declared JSON that differs, two different JSON values in one
+        block, every value a string, the CSV echoed, rows reversed (with 2+ rows) or repeated, a
+        duplicate key hiding a wrong value, curly quotes, NaN, the table wrapped in an object,
+        empty."""
         def rows(env):
             return env.task["rows"]
 
@@ -225,9 +281,13 @@ class CsvToJsonSource(TextSource):
             ScriptedCase("keys reordered", "gold",
                          lambda env, ob: json.dumps([dict(reversed(list(r.items())))
                                                      for r in rows(env)]), 1.0, 1.0),
-            ScriptedCase("trailing prose with a second JSON", "adversarial",
-                         lambda env, ob: env.answer + "\nOr, if you prefer: " + wrong_rows(env),
-                         -1.0, 0.0),
+            ScriptedCase("integers as decimals", "gold", lambda env, ob: json.dumps(
+                [{k: float(v) if type(v) is int else v for k, v in r.items()} for r in rows(env)]), 1.0, 1.0),
+            ScriptedCase("prose after the JSON", "gold", lambda env, ob: (
+                "Answer: " + env.answer + "\nIt has one object per row, typed as the header says."), 1.0, 1.0),
+            ScriptedCase("second declared JSON", "adversarial",
+                         lambda env, ob: "Answer: " + env.answer + "\n\nIf you prefer another, the answer is "
+                         + wrong_rows(env), -1.0, 0.0),
             ScriptedCase("two different JSON values", "adversarial",
                          lambda env, ob: env.answer + "\n" + wrong_rows(env), -1.0, 0.0),
             ScriptedCase("prose before JSON", "gold",

@@ -6,37 +6,40 @@ distractor in the same document when `distractors` is on (the subtotal next to t
 issue date next to the due date, the seller next to the customer, the manager next to the
 employee, the previous salary next to the salary, ...).
 
-Reply format (stated in the prompt): one line per field, `field: value`, in any order, with
-markdown (bold, backticks, a bullet) allowed; with one field a bare one-line reply (or `Answer:
-value`) is accepted too. Under the answer policy of `llm_gym.grading`, lines that are not field
-lines are working (reasoning before, a check after) and cost nothing; a field given twice with
-different values is `conflicting`, a field of any document type not asked for is
-`unexpected_line` (a distractor's value offered too), a hedge ("or", "maybe", "backup", ...) once
-a field is given is `hedged`. With one field asked, a bare value amid reasoning is read too: the
-lines shaped like a value (at most six words, no function word, no sentence inside) are the
-answers stated, and they must all read as the field's value and agree. Values are compared after
-normalisation by kind: numbers are read by `llm_gym.grading.parse_number` (exact; thousands
-separators, a leading `$` and trailing `.` are fine, "85.25 or 77.50" is not a number); dates
-must be `YYYY-MM-DD`; text (names, ids, places) is compared case-insensitively with whitespace
-collapsed and one pair of surrounding quotes and a trailing period dropped. Replies are ASCII
-only (look-alike digits or letters are unreadable). Reward is all-of: 1 only when every asked
-field is right.
+The prompt asks for one line per field, `field: value`. Each field's value has a contract
+(`value_contract`): an amount of money (total, salary) is a `NumberAnswer` in dollars ("85.25",
+"$85.25", "52,300"), a count (issues_found) an `IntegerAnswer` ("7", "7 issues"), a date a
+`TokenAnswer` of the form YYYY-MM-DD, a text (names, ids, departments, places) a `TokenAnswer`
+over the document generators' vocabulary of such values (a person's name, a company, a
+department, a site, an id such as INV-48213), compared case-insensitively with whitespace
+collapsed. With one field asked, the answer contract is that value's contract, declared by the
+field's own key as the prompt writes it ("total: 85.25", "the total is 85.25") or by "Answer:";
+with several, it is `FieldsAnswer`: a block of `field: value` lines, every asked field exactly
+once and nothing else (markdown, bullets, any key case, spaces for underscores allowed). Both
+are read under the one answer policy (`llm_gym.grading.POLICY`): the last declaration, else the
+last line (block) stating a value, parsed completely; a second declaration with a different
+value voids the credit; nothing else is read. The document's own lines quoted back are not the
+reply's answer: its labels ("Name:", "Annual salary:") are not the field's key as the prompt
+writes it, so they declare nothing, and a reply quoting two or more document lines verbatim is
+read from its own lines only (echoing the document never scores). Reward is all-of: 1 only when
+every asked field is right; `fields_correct` reports the fraction right.
 """
 
 from __future__ import annotations
 
 import datetime
 import re
-from typing import Any
+from fractions import Fraction
+from typing import Any, ClassVar
 
 import numpy as np
 
-from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs, visible_reply
-from envs_catalog.text.genuine import FUNCTION_WORDS
+from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.env_source import EnvCard
-from llm_gym.grading.final import HEDGE
-from llm_gym.grading import parse_number
+from llm_gym.grading import AnswerContract, IntegerAnswer, NumberAnswer, TokenAnswer
+from llm_gym.grading.contracts.structured import strip_block
+from llm_gym.grading.policy import Declaration, declarations
 from llm_gym.scripted import ScriptedCase
 
 FIRST = ("Anna", "Bruno", "Carla", "Dana", "Elias", "Fatima", "Georg", "Hana", "Ivan", "Julia",
@@ -158,104 +161,271 @@ def _report(rng: np.random.Generator, distractors: bool) -> tuple[list[str], dic
 
 
 _BUILDERS = {"invoice": _invoice, "personnel": _personnel, "report": _report}
-_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+# --- what a value is ---------------------------------------------------------------------------
+_MONEY = frozenset({"total", "salary"})  # amounts in dollars; the other number field is a count
+_NOUNS = {"issues_found": ("issues", "issue")}
+_DATE_PATTERN = r"[0-9]{4}-[0-9]{2}-[0-9]{2}"
 
 
-def normalise_value(kind: str, value: str) -> Any:
-    """The comparable form of a value, or None when it cannot be read as its kind."""
-    v = value.strip()
-    if kind != NUMBER and v.endswith("."):  # parse_number drops a trailing period itself
-        v = v[:-1].rstrip()
-    if len(v) >= 2 and v[0] == v[-1] and v[0] in "'\"`":
-        v = v[1:-1].strip()
+def _words(phrase: str) -> str:
+    return r"[ \t]+".join(re.escape(w) for w in phrase.split())
+
+
+def _alternatives(phrases: tuple[str, ...]) -> str:
+    return "|".join(_words(p) for p in sorted(phrases, key=len, reverse=True))
+
+
+# A text value is one the document generators write: a person's name, a company, a department,
+# a site or an id ("INV-48213", "PO-2291", "E-1234").
+TEXT_PATTERN = (rf"(?:{_alternatives(FIRST)})[ \t]+(?:{_alternatives(LAST)})"
+                rf"|{_alternatives(COMPANIES)}|{_alternatives(DEPARTMENTS)}|{_alternatives(SITES)}"
+                r"|[A-Za-z]{1,3}-[0-9]{3,6}")
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def field_instruction(keys: list[str]) -> str:
+    """The prompt's answer instruction: the field lines to reply with."""
+    template = "\n".join(f"{k}: <value>" for k in keys)
+    return f"Reply with exactly {'this line' if len(keys) == 1 else 'these lines'}:\n{template}"
+
+
+_LINE_START = re.compile(r"[ \t*_#>`-]*")
+
+
+def _keyed(contract: AnswerContract, key: str, visible: str) -> list[Declaration] | None:
+    """The declarations of a one-field contract: "Answer" (any case, anywhere: "The answer is
+    85.25"), and the field's line as the prompt asks for it -- the key written as the prompt
+    writes it ("total", "due_date") at the start of its line ("total: 85.25", "- **total:**
+    85.25") -- so that the document's own lines quoted back ("Total due:", "Name:", "Annual
+    salary:") declare nothing."""
+    found = declarations(visible, contract)
+    if found is None:
+        return None
+
+    def declares(d: Declaration) -> bool:
+        if d.source != "label" or visible[d.start:d.start + 6].lower() == "answer":
+            return True
+        line_start = visible.rfind("\n", 0, d.start) + 1
+        return visible.startswith(key, d.start) and _LINE_START.fullmatch(visible[line_start:d.start]) is not None
+
+    return [d for d in found if declares(d)]
+
+
+def _last_own_line(contract: AnswerContract, visible: str, quoted: frozenset[str]) -> Declaration | None:
+    """The policy's last line stating a value, where a reply that quotes the document (two or
+    more of its lines verbatim) is read from its own lines only: quoting "Issued: ..." and
+    "Due: ..." back states which lines the document has, not which one is the answer."""
+    lines = visible.split("\n")
+    skip = quoted if sum(line.strip() in quoted for line in lines) >= 2 else frozenset()
+    pos = len(visible)
+    for line in reversed(lines):
+        pos -= len(line)
+        if line.strip() and line.strip() not in skip and contract.mentions(line):
+            return Declaration("last_line", line, pos)
+        pos -= 1
+    return None
+
+
+class _OneField:
+    """What the contract of a task asking for one field adds to its value's contract: the
+    prompt's field line as the instruction, the field's key as a label (`_keyed`), and the
+    document's lines not read as the reply's statements (`_last_own_line`)."""
+
+    def _init_field(self, key: str, document: str) -> None:
+        self.key = key
+        self.quoted = frozenset(line.strip() for line in document.split("\n") if line.strip())
+
+    def instruction(self, *, brief: bool = False) -> str:
+        return field_instruction([self.key])
+
+
+class FieldNumber(_OneField, NumberAnswer):
+    """One asked field's amount of money (see `_OneField`)."""
+
+    def __init__(self, *, key: str, document: str = "", **kwargs: Any) -> None:
+        NumberAnswer.__init__(self, labels=("answer", key), **kwargs)
+        self._init_field(key, document)
+
+    def find_declarations(self, visible: str) -> list[Declaration] | None:
+        return _keyed(self, self.key, visible)
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        return _last_own_line(self, visible, self.quoted)
+
+
+class FieldInteger(_OneField, IntegerAnswer):
+    """One asked field's count (see `_OneField`)."""
+
+    def __init__(self, *, key: str, document: str = "", **kwargs: Any) -> None:
+        IntegerAnswer.__init__(self, labels=("answer", key), **kwargs)
+        self._init_field(key, document)
+
+    def find_declarations(self, visible: str) -> list[Declaration] | None:
+        return _keyed(self, self.key, visible)
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        return _last_own_line(self, visible, self.quoted)
+
+
+class FieldToken(_OneField, TokenAnswer):
+    """One asked field's date or text (see `_OneField`)."""
+
+    def __init__(self, *, key: str, document: str = "", **kwargs: Any) -> None:
+        TokenAnswer.__init__(self, labels=("answer", key), **kwargs)
+        self._init_field(key, document)
+
+    def find_declarations(self, visible: str) -> list[Declaration] | None:
+        return _keyed(self, self.key, visible)
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        return _last_own_line(self, visible, self.quoted)
+
+
+def value_contract(key: str, kind: str, *, one_field: bool = False, context: str = "",
+                   document: str = "") -> AnswerContract:
+    """The contract of field `key`'s value (see the module docstring); `one_field`: the answer
+    contract of a task asking for this field alone (`_OneField`: declared by its key, the
+    `document`'s lines quoted back not read as statements)."""
+    extra: dict[str, Any] = {"key": key, "context": context, "document": document} if one_field else {
+        "context": context}
+    if kind == NUMBER and key in _MONEY:
+        return (FieldNumber if one_field else NumberAnswer)(unit="USD", name=f"the {key}", **extra)
     if kind == NUMBER:
-        if v.startswith("$"):
-            v = v[1:].strip()
-        return parse_number(v)
+        return (FieldInteger if one_field else IntegerAnswer)(nouns=_NOUNS.get(key, ()), name=f"the {key}", **extra)
     if kind == DATE:
-        return v if _DATE.fullmatch(v) else None
-    return " ".join(v.lower().split()) or None
+        return (FieldToken if one_field else TokenAnswer)(pattern=_DATE_PATTERN, name="the date", **extra)
+    return (FieldToken if one_field else TokenAnswer)(pattern=TEXT_PATTERN, normalize=_collapse,
+                                                      name=f"the {key}", **extra)
 
 
-_KEY_LINE = re.compile(r"([A-Za-z][A-Za-z _-]{0,40}?)\s*:\s*(.*)")
+def parse_value(key: str, kind: str, text: str) -> Any:
+    """Field `key`'s value as its contract reads `text` in full, or None."""
+    return value_contract(key, kind).parse(text)
 
 
-def _value_shaped(line: str) -> bool:
-    """A line that could only be a value: at most six words, none a function word, no
-    sentence end inside it."""
-    words = re.findall(r"[A-Za-z']+", line)
-    return (len(line.split()) <= 6 and not re.search(r"[.!?;,]\s", line)
-            and not any(w.lower() in FUNCTION_WORDS for w in words))
+# --- several fields ----------------------------------------------------------------------------
+_BULLET = re.compile(r"^[ \t]*(?:[-+*\u2022][ \t]+|[0-9]{1,3}[.)][ \t]+|>[ \t]*)")
+_FENCE_LINE = re.compile(r"[ \t]*(?:`{3,}|~{3,})[\w+-]*[ \t]*")
 
 
-def _unmark(text: str) -> str:
-    """`text` without markdown emphasis or backticks around it, or a bullet before it."""
-    s = re.sub(r"^[-*+]\s+", "", text.strip())
-    for w in ("**", "__", "`"):
-        s = s.replace(w, "")
-    return s.strip()
+class FieldsAnswer(AnswerContract):
+    """Several fields: a block of `field: value` lines (`=` also separates; a bullet, bold or
+    backticks around a line or key allowed; keys in any case, with spaces or hyphens for
+    underscores), each field of `fields` exactly once, each value read completely by its
+    contract, no other line. Values are dicts key -> value."""
+
+    kind: ClassVar[str] = "fields"
+    multiline: ClassVar[bool] = True
+    placeholder: ClassVar[str] = "fields"
+
+    def __init__(self, *, fields: dict[str, AnswerContract], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if not fields:
+            raise ValueError("FieldsAnswer needs at least one field")
+        self.fields = dict(fields)
+        keys = "|".join(re.escape(k).replace("_", "[ _-]") for k in sorted(self.fields, key=len, reverse=True))
+        self._line = re.compile(rf"(?P<key>{keys})[ \t]*(?::|=)[ \t]*(?P<value>.*)", re.IGNORECASE)
+
+    def _key_value(self, line: str) -> tuple[str, str] | None:
+        s = re.sub(r"\*\*|__|`", "", _BULLET.sub("", line, count=1)).strip()
+        m = self._line.fullmatch(s)
+        if m is None:
+            return None
+        key = re.sub(r"[ -]", "_", m.group("key").lower())
+        return key, m.group("value")
+
+    def _entry(self, line: str) -> tuple[str, Any] | None:
+        found = self._key_value(line)
+        if found is None:
+            return None
+        key, text = found
+        value = self.fields[key].parse(text)
+        return None if value is None else (key, value)
+
+    def parse(self, text: str) -> dict[str, Any] | None:
+        out: dict[str, Any] = {}
+        for line in strip_block(text).split("\n"):
+            if not line.strip():
+                continue
+            entry = self._entry(line)
+            if entry is None or entry[0] in out:
+                return None
+            out[entry[0]] = entry[1]
+        return out if set(out) == set(self.fields) else None
+
+    def answer_block(self, block: str) -> str:
+        """The field lines of a block: a fenced block's contents, without a first line that
+        is a label ("Here are the fields:"), up to the first line after them that is not one."""
+        lines = block.strip("\n").split("\n")
+        if _FENCE_LINE.fullmatch(lines[0]) and any(_FENCE_LINE.fullmatch(x) for x in lines[1:]):
+            end = next(i for i in range(1, len(lines)) if _FENCE_LINE.fullmatch(lines[i]))
+            return "\n".join(lines[1:end])
+        if len(lines) > 1 and lines[0].rstrip().endswith(":") and self._key_value(lines[0]) is None:
+            lines = lines[1:]
+        kept = [lines[0]]
+        for line in lines[1:]:
+            if self._key_value(line) is None:
+                break
+            kept.append(line)
+        return "\n".join(kept)
+
+    def read_slot(self, slot: str) -> Any:
+        return self.parse(slot)
+
+    def mentions(self, text: str) -> bool:
+        return any(self._key_value(line) is not None for line in text.split("\n"))
+
+    def same(self, a: Any, b: Any) -> bool:
+        return all(c.same(a[k], b[k]) for k, c in self.fields.items())
+
+    def matches(self, value: Any, gold: Any) -> bool:
+        return all(c.matches(value[k], gold[k]) for k, c in self.fields.items())
+
+    def format(self, value: Any) -> str:
+        return "\n".join(f"{k}: {c.format(value[k])}" for k, c in self.fields.items())
+
+    def describe(self) -> str:
+        return "one line 'field: value' for each of " + ", ".join(self.fields)
+
+    def instruction(self, *, brief: bool = False) -> str:
+        return field_instruction(list(self.fields))
 
 
-def _key(text: str) -> str:
-    return "_".join(text.lower().replace("-", " ").split())
+# --- the task's contract and grade -------------------------------------------------------------
+def extraction_contract(asked: list[str], fields: dict[str, tuple], context: str = "",
+                        document: str = "") -> AnswerContract:
+    """The answer contract of a task asking for `asked` about `document` (a field's value
+    contract when one field is asked, else `FieldsAnswer`)."""
+    if len(asked) == 1:
+        return value_contract(asked[0], fields[asked[0]][0], one_field=True, context=context, document=document)
+    return FieldsAnswer(fields={k: value_contract(k, fields[k][0]) for k in asked}, context=context)
 
 
-def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple]) -> TextGrade:
-    """Read `field: value` lines (see the module docstring) and compare every asked field."""
-    text, status = visible_reply(reply)
-    if text is None:
-        return TextGrade(0.0, False, status, {"fields_correct": 0.0})
-    lines = [_unmark(line) for line in text.splitlines() if line.strip()]
-    values: dict[str, str] = {}
-    first = None  # index of the first field line: hedges from there on deny credit
-    for i, line in enumerate(lines):
-        m = _KEY_LINE.fullmatch(line)
-        key = _key(m.group(1)) if m else None
-        if len(asked) == 1 and (m is None or key == "answer") and len(lines) == 1:
-            key, value = asked[0], (m.group(2) if m else line)
-        elif (key in fields or key in _FIELD_NAMES) and key not in asked:  # a field not asked for
-            return TextGrade(0.0, False, "unexpected_line", {"fields_correct": 0.0})
-        elif m is None or key not in asked:
-            if first is not None and HEDGE.search(line):
-                return TextGrade(0.0, False, "hedged", {"fields_correct": 0.0})
-            continue  # working: reasoning before the fields, a check after them
-        else:
-            value = _unmark(m.group(2))
-        first = i if first is None else first
-        if key in values and normalise_value(fields[key][0], values[key]) != normalise_value(
-                fields[key][0], value):
-            return TextGrade(0.0, False, "conflicting", {"fields_correct": 0.0})
-        values[key] = value
-    if not values and len(asked) == 1 and len(lines) > 1:
-        # One field, its bare value amid reasoning: the lines shaped like a value (a few words,
-        # no function word, no sentence) are the answers stated; they must all be this field's
-        # value, and agree. Prose lines are working.
-        shaped = [i for i, line in enumerate(lines) if _value_shaped(line)]
-        kind = fields[asked[0]][0]
-        read = {normalise_value(kind, lines[i]) for i in shaped}
-        if shaped and (None in read or len(read) > 1):
-            return TextGrade(0.0, False, "conflicting", {"fields_correct": 0.0})
-        if shaped and any(HEDGE.search(line) for line in lines[shaped[0]:] if not _value_shaped(line)):
-            return TextGrade(0.0, False, "hedged", {"fields_correct": 0.0})
-        if shaped:
-            values[asked[0]] = lines[shaped[-1]]
-    if set(values) != set(asked):
-        return TextGrade(0.0, False, "missing_field", {"fields_correct": 0.0})
-    right = 0
-    for key in asked:
-        kind, want = fields[key][0], fields[key][1]
-        got = normalise_value(kind, values[key])
-        if got is None:
-            return TextGrade(0.0, False, "bad_value", {"fields_correct": right / len(asked)})
-        right += got == normalise_value(kind, want)
+def gold_value(asked: list[str], fields: dict[str, tuple]) -> Any:
+    """The gold answer in the contract's type (one field's value, or a dict of them)."""
+    values = {k: parse_value(k, fields[k][0], fields[k][1]) for k in asked}
+    return values[asked[0]] if len(asked) == 1 else values
+
+
+def grade_fields(reply: str, asked: list[str], fields: dict[str, tuple],
+                 contract: AnswerContract | None = None) -> TextGrade:
+    """The reply's fields under the task's contract, every asked field compared: score 1 only
+    when all are right, `fields_correct` the fraction right."""
+    contract = contract or extraction_contract(asked, fields)
+    gold = gold_value(asked, fields)
+    reading = contract.read(reply)
+    if not reading.ok:
+        return TextGrade(0.0, False, reading.status, {"fields_correct": 0.0})
+    if isinstance(contract, FieldsAnswer):
+        right = sum(bool(c.matches(reading.value[k], gold[k])) for k, c in contract.fields.items())
+    else:
+        right = int(bool(contract.matches(reading.value, gold)))
     score = float(right == len(asked))
     return TextGrade(score, True, "ok" if score else "wrong", {"fields_correct": right / len(asked)})
-
-
-# Every field name of every document type: a line naming one is an answer, not working.
-_FIELD_NAMES = frozenset(
-    k for build in (_invoice, _personnel, _report) for k in build(np.random.default_rng(0), True)[1]
-)
 
 
 class ExtractionSource(TextSource):
@@ -269,21 +439,29 @@ class ExtractionSource(TextSource):
         description=(
             "Read one or more fields out of a generated document (an invoice, a personnel record "
             "or a site-inspection report) that holds a distractor for every field (subtotal vs "
-            "total, issue vs due date, seller vs customer, manager vs employee, ...). The reply "
-            "is one 'field: value' line per asked field (a bare one-line value for a single "
-            "field); reasoning around the field lines is fine, a field given twice differently, "
-            "a field not asked for or a hedge once a field is given is refused; "
-            "numbers are read exactly by llm_gym.grading.parse_number, dates must be YYYY-MM-DD, "
-            "text is compared case-insensitively with whitespace collapsed."
+            "total, issue vs due date, seller vs customer, manager vs employee, ...). The prompt "
+            "asks for one 'field: value' line per asked field; the answer is read under the one "
+            "answer policy (llm_gym.grading.POLICY): one field is declared by its key as the "
+            "prompt writes it ('total: 85.25') or by 'Answer:', else read from the last line "
+            "stating a value; several fields are the last block of 'field: value' lines, every "
+            "asked field exactly once. Values are parsed completely: amounts of money as numbers "
+            "in dollars ('$85.25', '52,300'), counts as integers, dates as YYYY-MM-DD, text as "
+            "one name, company, department, site or id, compared case-insensitively; a second "
+            "declared value that differs voids the credit, and the document's own lines quoted "
+            "back are not read as the answer."
+        ),
+        answer_contract=(
+            "one field: its value's contract (NumberAnswer in dollars, IntegerAnswer, or TokenAnswer "
+            "for a date or a text value) declared by the field's key; several: FieldsAnswer ('field: "
+            "value' lines)"
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
-            "1 when every asked field is right, 0 for readable lines with a wrong value, "
-            "-format_coef (0.1) when the reply is not readable in the stated format (a missing "
-            "field, one given twice differently, a field not asked for, a hedge, a value that is not "
-            "one number or date, non-ASCII "
-            "text) or does not end on the renderer's end of turn."
+            "1 when every asked field is right, 0 for a readable answer with a wrong value, "
+            "-format_coef (0.1) when no answer can be read (a missing or repeated field, a line "
+            "that is not an asked field, a value that is not one value of its kind, conflicting "
+            "declarations) or the reply does not end on the renderer's end of turn."
         ),
         difficulty_knobs=knob_docs({
             "doc_type": "'any', 'invoice', 'personnel' or 'report'",
@@ -315,7 +493,7 @@ class ExtractionSource(TextSource):
         doc, fields = _BUILDERS[doc_type](rng, self.distractors)
         names = list(fields)
         asked = [names[i] for i in sorted(rng.choice(len(names), self.num_fields, replace=False).tolist())]
-        if any(normalise_value(fields[k][0], fields[k][1]) == normalise_value(fields[k][0], fields[k][2])
+        if any(parse_value(k, fields[k][0], fields[k][1]) == parse_value(k, fields[k][0], fields[k][2])
                for k in asked):
             return None, {}
         document = "\n".join(doc)
@@ -329,31 +507,31 @@ class ExtractionSource(TextSource):
         fields, asked = task["fields"], task["asked"]
         how = {NUMBER: "as a number", DATE: "as YYYY-MM-DD", TEXT: "as written"}
         wants = "\n".join(f"Give {fields[k][3]} {how[fields[k][0]]}." for k in asked)
-        template = "\n".join(f"{k}: <value>" for k in asked)
-        line_s = "this line" if len(asked) == 1 else "these lines"
         question = (f"Read this document.\n\n{task['document']}\n\n{wants}\n"
-                    f"Reply with exactly {line_s}:\n{template}")
-        return self.env_for(question, task["answer"], lambda r: grade_fields(r, asked, fields), task)
+                    f"{extraction_contract(asked, fields).instruction()}")
+        contract = extraction_contract(asked, fields, question, task["document"])
+        return self.env_for(question, task["answer"], lambda r: grade_fields(r, asked, fields, contract), task,
+                            contract=contract, gold=gold_value(asked, fields))
 
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the `field: value` lines; the lines reordered with values in other normal forms
-        ($, thousands separators, lower case); a bare value for one field. Adversarial: each
-        field's distractor value, a hedge between value and distractor, a field given twice, a
-        listing of every field of the document, the document echoed, keys with no values,
-        fullwidth look-alike digits, an answer in prose, empty."""
+        """Gold: the `field: value` lines; the lines reordered with values in other forms ($ and
+        thousands separators for money, a noun after a count, lower case) and bullets; a bare
+        value, a sentence declaring it and working before it for one field; fullwidth digits
+        (read as digits). Adversarial: each field's distractor value, a value joined to its
+        distractor by "or", a field given twice, the answer and the distractor both declared,
+        the document echoed, keys with no values, a line that is not an asked field inside the
+        block, empty."""
         def lines(env, pick):
             return "\n".join(f"{k}: {pick(env.task['fields'][k], k)}" for k in env.task["asked"])
 
         def alt_form(spec, key):
             kind, value = spec[0], spec[1]
-            if kind == NUMBER:
-                number = parse_number(value)
-                assert number is not None  # the document's own values read
+            if kind == NUMBER and key in _MONEY:
+                number = Fraction(value)
                 return f"${int(number):,}" if number.denominator == 1 else "$" + value
+            if kind == NUMBER:
+                return f"{value} {_NOUNS[key][0]}"
             return value.lower() if kind == TEXT else value
-
-        def every_field(env):
-            return "\n".join(f"{k}: {spec[1]}" for k, spec in env.task["fields"].items())
 
         def hedge(env):
             return lines(env, lambda spec, k: f"{spec[1]} or {spec[2]}")
@@ -366,28 +544,41 @@ class ExtractionSource(TextSource):
             spec = env.task["fields"][k]
             return f"{k}: {spec[2]}\n{env.answer}"
 
+        def value(env):
+            return env.task["fields"][env.task["asked"][0]][1]
+
+        def distractor(env):
+            return env.task["fields"][env.task["asked"][0]][2]
+
+        def unasked(env):
+            other = next(k for k in env.task["fields"] if k not in env.task["asked"])
+            return f"{other}: {env.task['fields'][other][1]}\n{env.answer}"
+
         return [
             ScriptedCase("reference", "gold", lambda env, ob: env.answer, 1.0, 1.0),
             ScriptedCase("reordered, other forms", "gold",
-                         lambda env, ob: "\n".join(reversed(lines(env, alt_form).split("\n"))),
+                         lambda env, ob: "\n".join("- " + line for line in reversed(lines(env, alt_form).split("\n"))),
                          1.0, 1.0, knobs={"num_fields": 3}),
-            ScriptedCase("bare value", "gold",
-                         lambda env, ob: env.task["fields"][env.task["asked"][0]][1], 1.0, 1.0,
+            ScriptedCase("bare value", "gold", lambda env, ob: value(env), 1.0, 1.0, knobs={"num_fields": 1}),
+            ScriptedCase("answer sentence", "gold", lambda env, ob: f"The answer is {value(env)}.", 1.0, 1.0,
                          knobs={"num_fields": 1}),
+            ScriptedCase("working, then the field", "gold", lambda env, ob: (
+                f"The document lists {distractor(env)} too, but that is the distractor.\n\n{env.answer}"),
+                1.0, 1.0, knobs={"num_fields": 1}),
+            ScriptedCase("fullwidth digits", "gold", lambda env, ob: fullwidth(env), 1.0, 1.0,
+                         knobs={"doc_type": "invoice", "num_fields": 4}),
             ScriptedCase("distractor values", "adversarial",
                          lambda env, ob: lines(env, lambda spec, k: spec[2]), -1.0, 0.0),
             ScriptedCase("hedge", "adversarial", lambda env, ob: hedge(env), -1.0, 0.0),
             ScriptedCase("field twice", "adversarial", lambda env, ob: twice(env), -1.0, 0.0),
-            ScriptedCase("every field listed", "adversarial", lambda env, ob: every_field(env),
-                         -1.0, 0.0, knobs={"num_fields": 1}),
+            ScriptedCase("answer and distractor declared", "adversarial",
+                         lambda env, ob: f"{env.answer}\nAnswer: {distractor(env)}", -1.0, 0.0,
+                         knobs={"num_fields": 1}),
             ScriptedCase("echo document", "adversarial", lambda env, ob: env.task["document"],
                          -1.0, 0.0),
             ScriptedCase("keys only", "adversarial",
                          lambda env, ob: "\n".join(f"{k}:" for k in env.task["asked"]), -1.0, 0.0),
-            ScriptedCase("fullwidth digits", "adversarial", lambda env, ob: fullwidth(env),
-                         -1.0, 0.0, knobs={"doc_type": "invoice", "num_fields": 4}),
-            ScriptedCase("prose answer", "adversarial",
-                         lambda env, ob: "The answer is " + env.answer.replace("\n", " and ") + ".",
-                         -1.0, 0.0),
+            ScriptedCase("a field not asked in the block", "adversarial", lambda env, ob: unasked(env),
+                         -1.0, 0.0, knobs={"num_fields": 2}),
             ScriptedCase("empty", "adversarial", lambda env, ob: "", -1.0, 0.0),
         ]

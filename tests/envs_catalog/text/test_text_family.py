@@ -1,7 +1,9 @@
 """The text family (llm/ReverseText, SortList, Dedupe, CsvToJson, InstructionFollowing,
-Extraction): scripted gold/adversarial cases on both splits and renderers, the strict readers'
-own unit tests, every instruction checker with passing, failing and vacuous replies, splits,
-determinism, knob validation and bad model output."""
+Extraction): scripted gold/adversarial cases on both splits and renderers, the answer contracts
+(what each accepts and refuses under the one answer policy), the generated attack audit per
+env, the prompts' exact answer instructions, the free-text readers, every instruction checker
+with passing, failing and vacuous replies, splits, determinism, knob validation and bad model
+output."""
 
 from __future__ import annotations
 
@@ -11,9 +13,15 @@ import json
 import numpy as np
 import pytest
 
-from envs_catalog.text.base import read_list, single_line, strict_json, visible_reply
-from envs_catalog.text.csv_json import CsvToJsonSource, grade_table
-from envs_catalog.text.extraction import ExtractionSource, grade_fields, normalise_value
+from envs_catalog.text.base import strict_json, visible_reply
+from envs_catalog.text.csv_json import CsvToJsonSource, TableJsonAnswer, grade_table
+from envs_catalog.text.extraction import (
+    ExtractionSource,
+    FieldsAnswer,
+    extraction_contract,
+    grade_fields,
+    parse_value,
+)
 from envs_catalog.text.instructions import (
     CHECKS,
     CONFLICTS,
@@ -24,9 +32,17 @@ from envs_catalog.text.instructions import (
     make_constraint,
     solve,
 )
-from envs_catalog.text.lists import DedupeSource, ReverseTextSource, SortListSource
+from envs_catalog.text.lists import (
+    DedupeSource,
+    ReverseTextSource,
+    SortListSource,
+    list_contract,
+    reversed_string_contract,
+    reversed_words_contract,
+)
 from llm_gym import get_renderer, load_tokenizer
 from llm_gym.authoring import split_of
+from llm_gym.checks.attacks import audit_source
 from llm_gym.scripted import case_source, reply_tokens, run_scripted_case
 
 TOK = load_tokenizer()
@@ -80,7 +96,7 @@ def test_scripted_cases_gold_max_and_adversarial_no_credit(config, renderer_name
                 assert outcome.episode_return <= 0.0
 
 
-# --- the strict readers ------------------------------------------------------------------------
+# --- the free-text readers (InstructionFollowing) ----------------------------------------------
 def test_visible_reply_refuses_unreadable_text():
     assert visible_reply("  abc \n") == ("abc", "ok")
     assert visible_reply("")[1] == "empty" and visible_reply(" \n\t")[1] == "empty"
@@ -88,25 +104,6 @@ def test_visible_reply_refuses_unreadable_text():
     assert visible_reply("ab\ufffd")[1] == "invalid_text"
     for trick in ("t\u0435nalp", "\uff54enalp", "ten\u200balp", "tenalp\u00a0"):  # Cyrillic, fullwidth, ZWSP, NBSP
         assert visible_reply(trick)[1] == "non_ascii", trick
-
-
-def test_single_line_reader():
-    assert single_line("tenalp") == ("tenalp", "ok")
-    assert single_line("Answer: tenalp") == ("tenalp", "ok")
-    assert single_line("answer:`tenalp`") == ("tenalp", "ok")
-    assert single_line('"tenalp"') == ("tenalp", "ok")
-    assert single_line("tenalp\ntenalp")[1] == "multiple_lines"
-    assert single_line("Answer:")[1] == "empty"
-    assert single_line("''")[1] == "empty"
-    assert single_line("The answer: tenalp") == ("The answer: tenalp", "ok")  # read, then wrong
-
-
-def test_list_reader():
-    assert read_list("1, 2,3") == (["1", "2", "3"], "ok")
-    assert read_list("[a, b]") == (["a", "b"], "ok")
-    assert read_list("a,,b")[1] == "malformed" and read_list("a, b,")[1] == "malformed"
-    assert read_list("a, b\nc")[1] == "multiple_lines"
-    assert read_list("a\uff0c b")[1] == "non_ascii"  # fullwidth comma
 
 
 def test_strict_json_reader():
@@ -140,6 +137,111 @@ def test_list_tasks_are_solved_by_brute_force_and_never_echo():
         assert env.task["answer_items"] == want and len(want) == 4 < len(env.task["input"])
 
 
+def _status(contract, gold, reply):
+    """'credit', 'wrong' or the policy's status for `reply` under `contract`."""
+    grade = contract.grade(reply, gold)
+    return "credit" if grade.correct else ("wrong" if grade.format_ok else grade.status)
+
+
+def test_reversed_string_contract_accepts_and_refuses():
+    c = reversed_string_contract("qwxbe", "Reverse the letters of this string: qwxbe\n"
+                                          "Reply with just the reversed string.")
+    assert c.instruction(brief=True) == "Reply with just the reversed string."
+    for good in ["ebxwq", "Answer: ebxwq", "**ebxwq**", '"ebxwq"', "The reversed string is ebxwq.",
+                 "\\boxed{ebxwq}", "Let me reverse it.\n\nAnswer: `ebxwq`\n\nMaybe qwxbe?",
+                 "\u0435bxwq",  # a Cyrillic look-alike e is read as the e it shows
+                 "Working: the answer is below.\nAnswer: ebxwq"]:
+        assert _status(c, "ebxwq", good) == "credit", good
+    for wrong in ["qwxbe", "EBXWQ", "Ebxwq", "Answer: bexwq"]:
+        assert _status(c, "ebxwq", wrong) == "wrong", wrong
+    refused = {"ebxwq or qwxbe": "malformed", "ebxw": "no_answer", "": "empty", "ebxwqq": "no_answer",
+               "Answer: ebxwq\nThe answer is qwxbe.": "conflicting", "Answer: not ebxwq": "malformed",
+               "Answer: ebxwq (or qwxbe)": "malformed", "\u202eebxwq": "confusable"}
+    for reply, status in refused.items():
+        assert _status(c, "ebxwq", reply) == status, reply
+
+
+def test_word_and_number_list_contracts_accept_and_refuse():
+    words = ["tiger", "apple", "tiger", "lamp"]
+    dedupe = list_contract(words, "the list", "Remove the duplicates from this list")
+    assert dedupe.instruction() == "Reply with the list on one line, separated by commas."
+    gold = ("tiger", "apple", "lamp")
+    # the previous audit's false denials: quoted items are items
+    for good in ["tiger, apple, lamp", "'tiger', 'apple', 'lamp'", '"tiger", "apple", "lamp"',
+                 '["tiger", "apple", "lamp"]', "tiger, apple and lamp", "- tiger\n- apple\n- lamp",
+                 "TIGER, Apple, lamp", "The list is tiger, apple, lamp.", "Answer: tiger, apple, lamp\n\nDone."]:
+        assert _status(dedupe, gold, good) == "credit", good
+    assert _status(dedupe, gold, "tiger, lamp, apple") == "wrong"
+    assert _status(dedupe, gold, "tiger, apple") == "wrong"
+    for bad in ["tiger apple lamp", "tiger, apple, lamp or tiger, lamp, apple", "tiger, apple, lamps",
+                "Answer: tiger, apple, lamp\nAnswer: tiger, lamp, apple"]:
+        assert _status(dedupe, gold, bad) != "credit", bad
+    numbers = list_contract([42, 7, 19], "the sorted list")
+    assert numbers.instruction() == "Reply with the sorted list on one line, separated by commas."
+    for good in ["7, 19, 42", "[7, 19, 42]", "7 19 42", "07, 19, 42", '["7", "19", "42"]', "1. 7\n2. 19\n3. 42"]:
+        assert _status(numbers, (7, 19, 42), good) == "credit", good
+    for bad in ["7, 19 or 42", "7, 19, 42, 42", "7, 19, 42.5", "seven, nineteen, forty-two"]:
+        assert _status(numbers, (7, 19, 42), bad) != "credit", bad
+    reverse = reversed_words_contract(["apple", "river", "stone"])
+    assert reverse.instruction(brief=True) == "Reply with just the words in reverse order, separated by spaces."
+    for good in ["stone river apple", "stone, river, apple", "Answer: stone river apple"]:
+        assert _status(reverse, ("stone", "river", "apple"), good) == "credit", good
+    assert _status(reverse, ("stone", "river", "apple"), "apple river stone") == "wrong"
+    assert _status(reverse, ("stone", "river", "apple"), "stone river apple or apple") == "no_answer"
+    assert _status(reverse, ("stone", "river", "apple"), "Answer: stone river apple or apple") == "no_answer"
+
+
+EXACT_PROMPTS = {  # seed 0, train split, registered knobs: the prompts training results were measured on
+    ReverseTextSource: "Reverse the letters of this string: wqnhi\nReply with just the reversed string.",
+    SortListSource: "Sort these numbers in ascending order: 61, 50, 26, 30, 81\n"
+                    "Reply with the sorted list on one line, separated by commas.",
+    DedupeSource: "Remove the duplicates from this list, keeping the first occurrence of each word in order: "
+                  "heart, mirror, heart, umbra, cocoa, heart\nReply with the list on one line, separated by commas.",
+    CsvToJsonSource: "Convert this CSV table to JSON: a list with one object per row, using the header names as "
+                     "keys. Write integers and decimals as JSON numbers, true/false as JSON booleans and everything "
+                     "else as strings. Reply with only the JSON.\n\nname,price,score\nMax,61.05,97.0\nSara,63.59,54.3",
+    ExtractionSource: "Read this document.\n\nSITE INSPECTION REPORT\nSite: Port Yard\nInspector: Georg Smith\n"
+                      "Inspection date: 2023-11-15\nNext inspection: 2024-05-13\nIssues found: 14\n"
+                      "Issues resolved on the day: 10\nNotes: Georg Smith was shown around by the site manager "
+                      "Dana Nagy. The previous visit was to Hill Station, where no issues were found.\n\n"
+                      "Give the inspection date as YYYY-MM-DD.\nReply with exactly this line:\n"
+                      "inspection_date: <value>",
+}
+
+
+@pytest.mark.parametrize("cls", list(EXACT_PROMPTS), ids=lambda c: c.__name__)
+def test_prompts_are_unchanged_and_the_env_declares_its_contract(cls):
+    env = cls(renderer=CHATML).make_env(np.random.default_rng(0))
+    assert env.question == EXACT_PROMPTS[cls]
+    assert env.answer_contract is not None and env.gold_answer is not None
+    assert env.answer_contract.grade(env.answer, env.gold_answer).correct
+    assert env.answer_contract.instruction() in env.question or env.answer_contract.instruction(
+        brief=True) in env.question
+    assert cls.card.answer_contract
+
+
+def _mismatches(report):
+    """The runs whose score disagrees with the attack's verdict by construction."""
+    return [(r["family"], r["variant"], r["reply"][:80], r["got"]) for r in report.records
+            if (r["got"] >= r["gold_return"] - 1e-6) != r["credit"]]
+
+
+AUDITED = [(ReverseTextSource, {}), (ReverseTextSource, {"unit": "words", "length": 4}),
+           (SortListSource, {}), (SortListSource, {"items": "words", "length": 3}),
+           (DedupeSource, {}), (CsvToJsonSource, {}), (ExtractionSource, {}),
+           (ExtractionSource, {"doc_type": "personnel"})]
+
+
+@pytest.mark.parametrize("config", AUDITED, ids=_config_id)
+def test_generated_attack_audit_finds_no_false_credit_or_denial(config):
+    cls, knobs = config
+    report = audit_source(lambda k: cls(renderer=CHATML, split="train", **{**knobs, **k}), [0, 1],
+                          per_seed=150, keep_records=True)
+    assert report.runs >= 300 and not report.skipped
+    assert _mismatches(report) == [], report.findings[:5]
+    assert report.false_credits == 0 and report.false_denials == 0
+
+
 def test_card_examples_are_graded_correct():
     assert "qwxbe"[::-1] == ReverseTextSource.card.example_episode[-1]["content"]
     assert SortListSource.card.example_episode[-1]["content"] == ", ".join(
@@ -166,13 +268,35 @@ def test_csv_grader_types_are_strict():
     assert grade(rows).score == 1.0
     assert grade('[{"active":true,"score":72.50,"age":34,"name":"Anna"}]').score == 1.0
     assert grade([{**rows[0], "score": 72.5}]).score == 1.0
-    for wrong in ([{**rows[0], "age": 34.0}], [{**rows[0], "age": "34"}], [{**rows[0], "active": "true"}],
+    assert grade([{**rows[0], "age": 34.0}]).score == 1.0  # a JSON number: 34.0 is 34
+    for wrong in ([{**rows[0], "age": "34"}], [{**rows[0], "active": "true"}],
                   [{**rows[0], "active": 1}], [{**rows[0], "name": "anna"}], [{**rows[0], "extra": 1}],
-                  [{k: v for k, v in rows[0].items() if k != "age"}], rows * 2, rows[0], [],
-                  [{**rows[0], "score": 72.4}], [{**rows[0], "age": True}]):
+                  [{k: v for k, v in rows[0].items() if k != "age"}], rows * 2, [],
+                  [{**rows[0], "score": 72.4}], [{**rows[0], "age": True}], [{**rows[0], "active": None}]):
         g = grade(wrong)
         assert g.score == 0.0 and g.format_ok, wrong
-    assert grade("not json").format_ok is False
+    for unreadable in ("not json", json.dumps(rows[0]), '[{"name": "Anna", "name": "Anna"}]',
+                       '[{"name": NaN}]', json.dumps(rows) + "\n" + json.dumps(rows * 2)):
+        assert grade(unreadable).format_ok is False, unreadable
+
+
+def test_table_json_contract_accepts_and_refuses():
+    c = TableJsonAnswer(context="Convert this CSV table to JSON.")
+    assert c.instruction() == "Reply with only the JSON."
+    gold = [{"name": "Anna", "age": 34}]
+    text = json.dumps(gold)
+    for good in [text, "```json\n" + json.dumps(gold, indent=2) + "\n```", "Here is the JSON: " + text,
+                 "JSON:\n" + text, "Answer: " + text + "\nIt has one object per row.",
+                 "Answer:\n" + text + "\n\nSome might prefer:\n[]", '[{"age": 34.0, "name": "Anna"}]']:
+        assert _status(c, gold, good) == "credit", good
+    assert _status(c, gold, '[{"name": "Anna", "age": 35}]') == "wrong"
+    assert _status(c, gold, '[{"name": "Anna", "age": true}]') == "wrong"
+    refused = {text + "\n" + text.replace("34", "35"): "malformed", text + " " + text: "malformed",
+               "Answer: " + text + "\n\nThe answer is " + text.replace("34", "35"): "conflicting",
+               '[{"name": "Anna", "age": 34, "age": 35}]': "malformed", '[{"name": "Anna", "age": NaN}]': "malformed",
+               json.dumps(gold[0]): "malformed", "name,age\nAnna,34": "no_answer"}
+    for reply, status in refused.items():
+        assert _status(c, gold, reply) == status, reply
 
 
 def test_csv_task_is_the_typed_table():
@@ -276,44 +400,84 @@ def test_fraction_reward_counts_rules():
 
 
 # --- extraction --------------------------------------------------------------------------------
-def test_extraction_normalisation():
-    assert normalise_value("number", "$1,234.50") == normalise_value("number", "1234.5")
-    assert normalise_value("number", "85.25 or 77.50") is None
-    assert normalise_value("number", "85.25.") is not None
-    assert normalise_value("date", "2024-04-04.") == "2024-04-04"
-    assert normalise_value("date", "04/04/2024") is None
-    assert normalise_value("text", ' "Dana   SMITH". ') == "dana smith"
-    assert normalise_value("text", "") is None
+FIELDS = {"total": ("number", "85.25", "77.50", ""), "due_date": ("date", "2024-04-04", "2024-03-05", ""),
+          "customer": ("text", "Dana Smith", "Acme Supplies", ""), "salary": ("number", "52300", "50000", ""),
+          "issues_found": ("number", "7", "3", "")}
 
 
-def test_extraction_reader():
-    fields = {"total": ("number", "85.25", "77.50", ""), "due_date": ("date", "2024-04-04", "2024-03-05", ""),
-              "customer": ("text", "Dana Smith", "Acme", "")}
+def test_extraction_values_are_read_by_kind():
+    assert parse_value("total", "number", "$85.25") == parse_value("total", "number", "85.25") is not None
+    assert parse_value("salary", "number", "52,300") == 52300
+    assert parse_value("total", "number", "85.25 or 77.50") is None
+    assert parse_value("total", "number", "85.25 EUR") is None
+    assert parse_value("issues_found", "number", "7 issues") == 7
+    assert parse_value("issues_found", "number", "$7") is None  # a count is not money
+    assert parse_value("due_date", "date", "2024-04-04") == "2024-04-04"
+    assert parse_value("due_date", "date", "04/04/2024") is None
+    assert parse_value("customer", "text", ' "Dana   SMITH" ') == "dana smith"
+    assert parse_value("customer", "text", "INV-48213") == "inv-48213"
+    assert parse_value("customer", "text", "Dana Smith or Acme Supplies") is None
+    assert parse_value("customer", "text", "The customer is Dana Smith") is None
+    assert parse_value("customer", "text", "") is None
+
+
+def test_extraction_one_field_contract():
+    def grade(reply, field="total"):
+        return grade_fields(reply, [field], FIELDS)
+
+    contract = extraction_contract(["total"], FIELDS)
+    assert contract.instruction() == "Reply with exactly this line:\ntotal: <value>"
+    for good in ["total: 85.25", "85.25", "$85.25", "Answer: 85.25", "- **total:** $85.25", "The total is 85.25.",
+                 "The total is the last line of the invoice.\n\n**85.25**", "total: 85.25\nCheck: 77.50 + 7.75.",
+                 "total: 85.25\nOr maybe 77.50?"]:  # prose after the declared line is not read
+        assert grade(good).score == 1.0, good
+    assert grade("Dana Smith\n\nI read it off the Bill to line.", "customer").score == 1.0
+    assert grade("customer: dana SMITH", "customer").score == 1.0
+    assert grade("customer: Acme Supplies", "customer").status == "wrong"
+    assert grade("2024-03-05", "due_date").status == "wrong"
+    for bad, status in [("total: 85.25\ntotal: 77.50", "conflicting"),   # the previous audit's false credit
+                        ("total: 77.50\nAnswer: 85.25", "conflicting"),
+                        ("total: 85.25 or 77.50", "malformed"), ("85.25 EUR", "malformed"), ("", "empty"),
+                        ("total:", "no_answer")]:
+        g = grade(bad)
+        assert (g.score, g.format_ok, g.status) == (0.0, False, status), bad
+
+
+def test_extraction_document_quoted_back_is_not_an_answer():
+    src = ExtractionSource(renderer=CHATML)
+    for seed in range(120):
+        env = src.make_env(np.random.default_rng(seed))
+        for reply in (env.task["document"], env.question, "\n".join(env.task["document"].split("\n")[-4:])):
+            assert env.grader(reply).score == 0.0, (seed, env.task["asked"], reply[-80:])
+    # a single document line chosen as the answer is a statement of it; two quoted lines are not
+    contract = extraction_contract(["due_date"], FIELDS, context="Give the due date as YYYY-MM-DD.",
+                                   document="Issued: 2024-03-05\nDue: 2024-04-04")
+    assert contract.read("Due: 2024-04-04").value == "2024-04-04"
+    assert contract.read("Issued: 2024-03-05\nDue: 2024-04-04").status == "no_answer"
+    assert contract.read("Issued: 2024-03-05\nDue: 2024-04-04\n\n2024-04-04").value == "2024-04-04"
+
+
+def test_extraction_several_fields_contract():
     both = ["total", "customer"]
-    assert grade_fields("total: 85.25\ncustomer: Dana Smith", both, fields).score == 1.0
-    assert grade_fields("Customer: dana smith\n\nTOTAL: $85.250", both, fields).score == 1.0
-    assert grade_fields("85.25", ["total"], fields).score == 1.0
-    assert grade_fields("Answer: 85.25", ["total"], fields).score == 1.0
-    # the answer policy (llm_gym.grading): working around the field lines, a restatement, markup
-    for good in ["The total is the last line.\ntotal: 85.25\ncustomer: Dana Smith",
-                 "total: 85.25\ncustomer: Dana Smith\nCheck: 77.50 + 7.75 = 85.25.",
-                 "total: 85.25\ntotal: 85.25\ncustomer: Dana Smith", "**total: 85.25**\n- customer: Dana Smith"]:
-        assert grade_fields(good, both, fields).score == 1.0, good
-    for bad, fmt in [("total: 77.50\ncustomer: Dana Smith", True), ("total: 85.25", False),
-                     ("total: 85.25\ntotal: 77.50\ncustomer: Dana Smith", False),
-                     ("total: 85.25\ncustomer: Dana Smith\nOr maybe total: 77.50", False),
-                     ("total: 85.25\ncustomer: Dana Smith\ndue_date: 2024-04-04", False),
-                     ("total: 85.25 or 77.50\ncustomer: Dana Smith", False),
-                     ("85.25\nDana Smith", False), ("", False)]:
-        g = grade_fields(bad, both, fields)
-        assert g.score == 0.0 and g.format_ok is fmt, bad
-    assert grade_fields("2024-03-05", ["due_date"], fields).score == 0.0
-    # one field, a bare value amid reasoning: read when every value-shaped line agrees
-    assert grade_fields("The total is the last line of the invoice.\n\n**85.25**", ["total"], fields).score == 1.0
-    assert grade_fields("Dana Smith\n\nI read it off the Bill to line.", ["customer"], fields).score == 1.0
-    for bad in ["85.25\nDana Smith", "77.50\n\nActually, the total is this:\n85.25",
-                "85.25\n\nOr maybe it is the subtotal."]:
-        assert grade_fields(bad, ["total"], fields).status in ("conflicting", "hedged"), bad
+    contract = extraction_contract(both, FIELDS)
+    assert isinstance(contract, FieldsAnswer)
+    assert contract.instruction() == "Reply with exactly these lines:\ntotal: <value>\ncustomer: <value>"
+    for good in ["total: 85.25\ncustomer: Dana Smith", "Customer: dana smith\nTOTAL: $85.25",
+                 "- **total:** 85.25\n- customer: Dana Smith",
+                 "Here are the fields:\ntotal: 85.25\ncustomer: Dana Smith",
+                 "Answer:\n```\ntotal: 85.25\ncustomer: Dana Smith\n```",
+                 "The total is the subtotal plus tax.\n\ntotal: 85.25\ncustomer: Dana Smith\n\nDone."]:
+        g = grade_fields(good, both, FIELDS)
+        assert g.score == 1.0 and g.details["fields_correct"] == 1.0, good
+    g = grade_fields("total: 77.50\ncustomer: Dana Smith", both, FIELDS)
+    assert (g.score, g.format_ok, g.details["fields_correct"]) == (0.0, True, 0.5)
+    for bad in ["total: 85.25", "total: 85.25\ntotal: 77.50\ncustomer: Dana Smith",
+                "customer: Dana Smith\n\ntotal: 85.25",  # the last block is read: it lacks a field
+                "due_date: 2024-04-04\ntotal: 85.25\ncustomer: Dana Smith",
+                "total: 85.25 or 77.50\ncustomer: Dana Smith", "85.25\nDana Smith", "total:\ncustomer:",
+                "The total is the last line.\ntotal: 85.25\ncustomer: Dana Smith", ""]:
+        g = grade_fields(bad, both, FIELDS)
+        assert g.score == 0.0 and g.format_ok is False, bad
 
 
 def test_extraction_documents_hold_answer_and_distractor():
@@ -324,7 +488,8 @@ def test_extraction_documents_hold_answer_and_distractor():
         for key, (kind, value, distractor, _) in env.task["fields"].items():
             assert value in doc.replace(",", "") or value in doc
             assert (distractor in doc or distractor in doc.replace(",", "")), (key, distractor)
-            assert normalise_value(kind, value) != normalise_value(kind, distractor)
+            assert parse_value(key, kind, value) != parse_value(key, kind, distractor)
+            assert parse_value(key, kind, value) is not None and parse_value(key, kind, distractor) is not None
 
 
 # --- shared contract: splits, determinism, knobs, bad output -----------------------------------
@@ -398,10 +563,10 @@ def test_gym_face_gives_full_reward_to_the_reference(env_id):
     env = gym.make(env_id)
     for seed in range(3):
         env.reset(seed=seed)
-        episode = env.unwrapped.current_env
+        episode = env.unwrapped.current_env  # type: ignore[attr-defined]
         _, reward, terminated, _, info = env.step(np.array(reply_tokens(CHATML, episode.answer)))
         assert terminated and reward == 1.0 and info["metrics"]["correct"] == 1.0
         env.reset(seed=seed)
         _, reward, *_ = env.step(np.array(reply_tokens(CHATML, episode.task.get("csv", "no"))))
-        assert reward <= 0.0
+        assert float(reward) <= 0.0
     env.close()

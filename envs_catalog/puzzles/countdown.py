@@ -5,16 +5,20 @@ uses each given number at most once (`use_all=True`: exactly once) and equals th
 "Answer: 3*7+8". Generation builds a random expression over a subset of the numbers first (its
 intermediate values integers), so every task is solvable; that witness is the reference answer.
 
-Verification never evaluates the reply as Python: the payload's characters are whitelisted
-(digits, spaces, + - * / and brackets; "×", "÷" and "−" are read as *, / and -), the expression
-is parsed with `ast`, and only `BinOp` nodes with `Add`/`Sub`/`Mult`/`Div` over plain integer
-literals are accepted (no unary minus, no `**`, no `//`, no names or calls). The literals must
-be a sub-multiset of the given numbers (checked before any arithmetic, so an attempt to build a
-huge number fails first); then the expression is evaluated in exact `Fraction` arithmetic
-(fractional intermediate values are allowed). An optional trailing "= N" must name the
-target. Statuses: `malformed`, `illegal_operator`, `number_not_given`, `number_reused`,
-`unused_number` (use_all), `division_by_zero`, `wrong_value`; reader statuses in
-`envs_catalog.puzzles._grid`.
+The answer contract is `llm_gym.grading.ArithmeticExpressionAnswer` over the task's numbers and
+target (`CountdownEnv.answer_contract`), read under the one answer policy
+(`llm_gym.grading.POLICY`): the last `Answer:` line (or `\\boxed{}`, or "the answer is ..."
+sentence; else the last line stating an expression) is parsed completely as one expression --
+integers, + - * / ("x", "×", "÷" and LaTeX `\\times`, `\\div` read as * and /), brackets --
+optionally followed by "= <its value>"; a second declared expression with another value or other
+numbers voids the credit. The parsed expression is then checked by `check_expression`, which
+never evaluates Python: the expression is parsed with `ast` and only `BinOp` nodes with
+`Add`/`Sub`/`Mult`/`Div` over plain integer literals are accepted (no unary minus, no `**`, no
+`//`, no names or calls). The literals must be a sub-multiset of the given numbers (checked
+before any arithmetic, so an attempt to build a huge number fails first); then the expression is
+evaluated in exact `Fraction` arithmetic (fractional intermediate values are allowed). Rule
+statuses: `illegal_operator`, `number_not_given`, `number_reused`, `unused_number` (use_all),
+`division_by_zero`, `wrong_value`; reading statuses are `llm_gym.grading.Reading`'s.
 
 Held-out split: the canonical key (sorted numbers and target) is hashed by
 `llm_gym.authoring.split_of`; draws are rejection-sampled into the source's split.
@@ -31,9 +35,10 @@ from typing import Any, cast
 import numpy as np
 
 from envs_catalog.puzzles._grid import OK, PuzzleEnv
-from llm_gym.grading.blocks import cued, strip_markup
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import ArithmeticExpressionAnswer
+from llm_gym.grading.contracts.expression import Expression
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
@@ -41,6 +46,8 @@ _MAX_EXPR_CHARS = 200
 _CHARS = re.compile(r"[0-9+\-*/() \t]+(?:=[ \t]*[0-9]+[ \t]*)?")
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
 _MAX_DRAWS = 20_000
+# The prompt's answer instruction, from the contract every CountdownEnv grades with.
+_INSTRUCTION = ArithmeticExpressionAnswer(numbers=(), target=0).instruction()
 
 _KNOB_DOCS = {
     "num_numbers": "how many numbers are given, 2-6",
@@ -140,111 +147,6 @@ def check_expression(
     return True, OK
 
 
-def _canonical(node: ast.AST) -> Any:
-    """`node` up to reordering: sums and products flattened into sorted signed terms / factors,
-    so "3*7+8", "8+7*3" and "(3*7)+8" are one answer and "3*7+8" and "3*8+7" two."""
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-        additive = type(node.op) in (ast.Add, ast.Sub)
-        parts: list[tuple[int, Any]] = []
-
-        def collect(n: ast.AST, sign: int) -> None:
-            if isinstance(n, ast.BinOp) and (type(n.op) in (ast.Add, ast.Sub)) == additive \
-                    and type(n.op) in _OPS:
-                collect(n.left, sign)
-                collect(n.right, -sign if type(n.op) in (ast.Sub, ast.Div) else sign)
-            else:
-                parts.append((sign, _canonical(n)))
-
-        collect(node, 1)
-        return ("+" if additive else "*", tuple(sorted(parts, key=repr)))
-    return ast.dump(node)  # an illegal node: compared as written
-
-
-def _expression_tree(text: str) -> ast.AST | None:
-    try:
-        return ast.parse(text.strip(), mode="eval").body
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
-
-
-def _balanced(text: str) -> str:
-    """A run of expression characters cut out of prose, without the brackets or operators it
-    caught at its ends ("(3+7" from "(3+7 = 10)", "3*7+8 (" from "3*7+8 (so ...")."""
-    text = text.strip(" \t").rstrip(" \t+-*/(").lstrip(" \t+*/)")
-    while text.count("(") > text.count(")") and text.startswith("("):
-        text = text[1:].lstrip()
-    while text.count(")") > text.count("(") and text.endswith(")"):
-        text = text[:-1].rstrip()
-    return text
-
-
-_LABEL = re.compile(r"[^:]{1,40}:[ \t]*")
-_LABEL_NUMBER = re.compile(r"[ \t]*[0-9]+[ \t]+")
-_PRESENTED = re.compile(r"\b(?:answers?|option|alternatives?|alternatively|backup|candidate|"
-                        r"plan|solution)\b[\W_]*(?:[\w-]+[\W_]+){0,3}$", re.IGNORECASE)
-_VALUE_CLAIM = re.compile(r"\banswers?[ \t*_]*(?:is|=|:)[ \t*_]*$", re.IGNORECASE)
-_RUN = re.compile(r"[0-9(][0-9+\-*/() \t]*(?:=[ \t]*[0-9]+)?")
-
-
-def answer_key(payload: str, target: int) -> Any:
-    """What an answer is compared by: the canonical form of its expression and the value it
-    states when that is not the target ("3*7+8" and "8+7*3 = 29" agree, "3*7+8 = 30" not)."""
-    lhs, eq, rhs = _signs(payload).strip().rstrip(".").partition("=")
-    tree = _expression_tree(lhs)
-    stated = int(rhs) if eq and rhs.strip().isdigit() and int(rhs) != target else None
-    return None if tree is None else (_canonical(tree), stated)
-
-
-def stated_expressions(text: str, numbers: list[int], target: int) -> list[Any]:
-    """Canonical forms of the complete answers stated in `text`: an expression presented as an
-    answer or option (`final_answer.CUE` before it on its line), an expression alone on a line
-    or after a short label ("Option A: ..."), or one over given numbers only that reaches the
-    target or says "= target", anywhere; "answer = 4" (another value claimed) too.
-    Working is not an answer: a step that states another value ("3*7 = 21"), a step with an
-    intermediate number ("21 + 8 = 29"), a bare number."""
-    found: list[Any] = []
-    available = Counter(numbers)
-    for line in _signs(text).split("\n"):
-        clean = strip_markup(line)
-        for m in _RUN.finditer(clean):
-            try:
-                found += _stated_in(m, clean, available, target)
-            except RecursionError:  # a chain of hundreds of operations: no answer to 2-6 numbers
-                continue
-    return found
-
-
-def _stated_in(m: re.Match, clean: str, available: Counter, target: int) -> list[Any]:
-    """The answers the expression run `m` of the line `clean` states (see `stated_expressions`)."""
-    lhs, eq, rhs = m.group(0).partition("=")
-    prefix = clean[: m.start()]
-    tree = _expression_tree(_balanced(lhs))
-    label_number = _LABEL_NUMBER.match(lhs)
-    if tree is None and label_number and cued(prefix + " x "):
-        tree = _expression_tree(_balanced(lhs[label_number.end():]))  # "Option 1 3+5"
-    if isinstance(tree, ast.Constant):
-        claimed = not eq and tree.value != target and _VALUE_CLAIM.search(prefix) and \
-            clean[m.end():m.end() + 1] != ":"
-        return [("value", tree.value)] if claimed else []  # "answer = 4"; not "Option 1:"
-    if not isinstance(tree, ast.BinOp):
-        return []
-    if eq and int(rhs.strip()) != target:  # a step towards another value ("3*7 = 21") ...
-        # ... unless presented as an answer ("Answer: 3*7+8 = 30")
-        return [(_canonical(tree), int(rhs.strip()))] if _PRESENTED.search(prefix) else []
-    used: list[int] = []
-    try:
-        _literals(tree, used)
-        reaches = not Counter(used) - available and (bool(eq) or _evaluate(tree) == target)
-    except _Illegal:
-        reaches = False
-    # alone on its line, or the value of a short label ("Option A: ...", in any script)
-    alone = not eq and not clean[m.end():].strip(" .") and (
-        not prefix.strip() or _LABEL.fullmatch(prefix))
-    return [(_canonical(tree), None)] if reaches or alone or cued(prefix) else []
-
-
 def solve(numbers: list[int], target: int, *, use_all: bool = False) -> str | None:
     """An expression reaching `target` (exhaustive search over subsets and operations, exact
     fractions), or None. Exponential in len(numbers): meant for tests and small tasks."""
@@ -316,22 +218,23 @@ class CountdownEnv(PuzzleEnv):
         rule = "each number exactly once" if use_all else "each number at most once"
         question = (
             f"Numbers: {' '.join(map(str, numbers))}\nTarget: {target}\n"
-            f"Make the target using + - * / and brackets, {rule}. "
-            f"End with one line: Answer: <expression>"
+            f"Make the target using + - * / and brackets, {rule}. {_INSTRUCTION}"
         )
         super().__init__(renderer, question, format_coef=format_coef)
+        self.contract = ArithmeticExpressionAnswer(numbers=numbers, target=target, use_all=use_all,
+                                                   context=question, max_chars=self.max_chars)
 
-    def verify(self, payload: str) -> tuple[bool, str]:
-        return check_expression(payload, self.numbers, self.target, use_all=self.use_all)
+    @property
+    def gold_answer(self) -> Expression:
+        value = self.contract.parse(self.witness)
+        assert value is not None  # the witness is built from + - * / and brackets
+        return value
+
+    def check(self, value: Expression) -> str:
+        return check_expression(value.text, self.numbers, self.target, use_all=self.use_all)[1]
 
     def reference_payload(self) -> str:
         return self.witness
-
-    def answer_key(self, payload: str) -> Any:
-        return answer_key(payload, self.target)
-
-    def stated_answers(self, text: str) -> list[Any]:
-        return stated_expressions(text, self.numbers, self.target)
 
 
 class CountdownSource(EnvSource):
@@ -348,23 +251,29 @@ class CountdownSource(EnvSource):
             "The Countdown numbers game, generated offline: given a few numbers (default three "
             "from 1-10) and a target (default 10-50), write an arithmetic expression with + - * / "
             "and brackets that uses each number at most once and equals the target, as a last "
-            "line 'Answer: <expression>'. Any correct expression wins (many exist); the verifier "
-            "parses it with ast over a whitelist of nodes and evaluates it in exact fractions "
-            "(no eval, no powers, no unary minus), checking which numbers were used. The last "
-            "'Answer:' line is the final answer: working before it and a check after it are "
-            "fine, but any other expression offered as an answer anywhere in the reply (an "
-            "earlier Answer line, 'Option A', a backup, one alone on a line, one claiming the "
-            "target) earns nothing. Every task is solvable: it is generated from a random "
-            "witness expression, the reference answer."
+            "line 'Answer: <expression>'. Any correct expression wins (many exist). The answer "
+            "is read under the one answer policy (llm_gym.grading.POLICY): the last 'Answer:' "
+            "line (or \\boxed{}, or 'the answer is' sentence; else the last line stating an "
+            "expression), parsed completely as one expression, optionally '= <its value>'; a "
+            "second declared expression with another value voids the credit, and nothing else "
+            "in the reply is read. The verifier parses the expression with ast over a whitelist "
+            "of nodes and evaluates it in exact fractions (no eval, no powers, no unary minus), "
+            "checking which numbers were used. Every task is solvable: it is generated from a "
+            "random witness expression, the reference answer."
+        ),
+        answer_contract=(
+            "arithmetic expression over the given numbers (ArithmeticExpressionAnswer); any "
+            "legal expression equal to the target counts"
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a legal expression equal to the target; "
-            "0 for a parsed expression that is wrong or breaks a rule (a number used twice or not "
-            "given, division by zero, a power); -format_coef (0.1) for no 'Answer:' line, an "
-            "unreadable expression, another different answer stated in the reply or a hedge after "
-            "it ('or ...', 'If not, ...'). A reply not ending on the end of turn loses format_coef."
+            "0 for a read expression that is wrong or breaks a rule (a number used twice or not "
+            "given, a unary minus); -format_coef (0.1) when no single expression can be read (no "
+            "answer, a slot that is not one expression -- a power, '//', a call, two "
+            "expressions --, two declared answers that differ, over 4096 characters). A reply "
+            "not ending on the end of turn loses format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (no dataset)",
@@ -409,11 +318,11 @@ class CountdownSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the witness, the witness with "= target", a brute-force solver's expression,
-        the witness in markup after working. Adversarial: the target as a literal,
-        a number reused, division by zero, a power tower, floor division, unary minus, a wrong
-        value, two different Answer lines, a hedge, "Option A ... Option B", a backup answer
-        after the answer, a Python call, the bare numbers, the witness in prose without a
-        marker."""
+        the witness in markup after working. Adversarial: the target as a literal, a number
+        reused, division by zero, a power tower, floor division, unary minus, a wrong value,
+        two different Answer lines, a second value in the slot, an earlier declared answer that
+        differs, a backup answer after the answer, a Python call, the bare numbers, two
+        expressions on the last line with no declaration."""
 
         def reuse(env: CountdownEnv) -> str:
             m = max(env.numbers)
@@ -454,10 +363,10 @@ class CountdownSource(EnvSource):
             ScriptedCase("wrong value", "adversarial", lambda env, ob: wrong(env), -1.0, 0.0),
             ScriptedCase("two answers", "adversarial",
                          lambda env, ob: f"Answer: {env.witness}\n{wrong(env)}", -1.0, 0.0),
-            ScriptedCase("hedge", "adversarial",
+            ScriptedCase("second value in the slot", "adversarial",
                          lambda env, ob: f"Answer: {env.witness} or {wrong(env)[8:]}", -1.0, 0.0),
-            ScriptedCase("option A, option B", "adversarial", lambda env, ob: (
-                f"Option A: {wrong(env)[8:]}\nOption B:\nAnswer: {env.witness}"), -1.0, 0.0),
+            ScriptedCase("earlier declared answer", "adversarial", lambda env, ob: (
+                f"My first answer: {wrong(env)[8:]}\n\nAnswer: {env.witness}"), -1.0, 0.0),
             ScriptedCase("backup after", "adversarial", lambda env, ob: (
                 f"Answer: {env.witness}\nBackup answer: {wrong(env)[8:]}"), -1.0, 0.0),
             ScriptedCase("python call", "adversarial",

@@ -6,13 +6,20 @@ and each digit 0-9 gets its own random letter. The grader accepts any assignment
 `check_assignment` (distinct digits, no leading zero, the sum holds): random sums rarely have a
 unique solution, so by default any valid one scores. With `require_unique=True` the column-wise
 backtracking solver `count_solutions` must find exactly one assignment, or the puzzle is redrawn
-(slow for short words: about 1 draw in 150 is unique with 3-letter addends). The reply is the
-letter->digit mapping (`A=1, B=2, ...`, on one line or several); `read_mapping` reads it under the
-final-answer policy (`llm_gym.grading.blocks`): the last block of mapping lines is the
-final answer and gives every letter of the puzzle exactly once; any other complete mapping stated
-in the reply (another block, a tentative mapping in prose, one after "If not,") that differs
-from it, or a hedge after it, gets no credit, while partial working ("so M = 1"), hypotheses
-being tested ("If S=9, then ..."), the mapping restated and a check after it are fine.
+(slow for short words: about 1 draw in 150 is unique with 3-letter addends).
+
+The answer contract is `CryptarithmAnswer` (`CryptarithmEnv.answer_contract`), a
+`llm_gym.grading.MappingAnswer` from each letter of the puzzle to one digit, read under the one
+answer policy (`llm_gym.grading.POLICY`): the block after the last "Answer:" label, else the
+reply's last run of mapping lines (`envs_catalog.puzzles._grid.answer_runs_apart`), is parsed
+completely -- `A=1, B=2, ...` on one line (commas, semicolons, "and" or spaces between the
+entries) or one entry per line (`A = 1`, `A: 1`, `A -> 1`), a code fence, a markdown table or a
+JSON object -- and must give every letter of the puzzle exactly one digit (letters
+case-insensitive). A letter missing or given twice, a letter not in the puzzle or anything else in
+the block makes it no answer; a second declared mapping that differs voids the credit; working,
+hypotheses and tentative mappings outside the answer are never read. The mapping read is then
+checked by `check_assignment`; `gold_answer` is the mapping the puzzle was made from, one valid
+answer of possibly several.
 
 Held-out split: the puzzle's letter pattern (letters renamed in order of first appearance, the
 addends in their least order, so a relabelled or reordered copy is the same task) is hashed by
@@ -25,15 +32,15 @@ import itertools
 import re
 import string
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
-from llm_gym.grading.blocks import final_block, hypothesis_has, split_at_repeats
-from envs_catalog.puzzles.knights_knaves import visible_lines
+from envs_catalog.puzzles._grid import answer_runs_apart
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS
+from llm_gym.grading import MAX_RESPONSE_CHARS, MappingAnswer, Reading
+from llm_gym.grading.policy import Declaration
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.rl.types import Action, ActionExtra
@@ -141,6 +148,30 @@ def canonical_key(addends: list[str], result: str) -> str:
     return best
 
 
+# Two entries apart by spaces only ("A=1 B=2"): a value is one digit and a key one letter, so a
+# space before "<letter>=" (or ":", "->", "→") can only start the next entry.
+_SPACED_ENTRY = re.compile(r"(?<=[0-9])[ \t]+(?=[A-Za-z][ \t]*(?:=|:|->|→))")
+
+
+class CryptarithmAnswer(MappingAnswer):
+    """Each letter's digit: a `MappingAnswer` from `letters` to 0-9 (entries may also stand apart
+    by spaces alone), with the puzzle's own answer instruction."""
+
+    def __init__(self, *, letters: tuple[str, ...] | list[str], **kwargs: Any) -> None:
+        super().__init__(keys=tuple(letters), values={str(d): d for d in range(10)}, **kwargs)
+
+    def _entries(self, text: str) -> dict[str, Any] | None:
+        return super()._entries(_SPACED_ENTRY.sub(", ", text))
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        return super().last_answer(answer_runs_apart(visible, self.line_ok))
+
+    def instruction(self, *, brief: bool = False) -> str:
+        if brief:
+            return super().instruction(brief=True)
+        return "Reply with the digit of every letter in the form 'A=1, B=2, ...' and nothing after it."
+
+
 @dataclass(frozen=True)
 class Puzzle:
     addends: tuple[str, ...]
@@ -157,8 +188,7 @@ class Puzzle:
         return (
             f"Solve the cryptarithm {self.equation()}\n"
             "Each letter stands for a different digit (0-9) and no number starts with 0."
-            f"{any_valid} Reply with the digit of every letter in the form 'A=1, B=2, ...' and "
-            "nothing after it."
+            f"{any_valid} {CryptarithmAnswer(letters=list(self.solution)).instruction()}"
         )
 
     def answer_text(self) -> str:
@@ -188,100 +218,29 @@ def generate(rng: np.random.Generator, word_length: int, num_addends: int, requi
     )
 
 
-# --- the strict reader ------------------------------------------------------------------------
-_ITEM = r"([A-Za-z])\s*(?:=|:|->|→)\s*([0-9])(?![0-9])"
-_ITEM_RE = re.compile(_ITEM, re.IGNORECASE)
-_LABEL = r"[A-Za-z][A-Za-z0-9 ]{0,24}:\s*"  # "Answer: ", "Mapping: ", "Second try: "
-_MAPPING_LINE = re.compile(
-    rf"(?:{_LABEL})?{_ITEM}(?:\s*[,;]?\s*{_ITEM})*\s*[.,]?", re.IGNORECASE
-)
-
-
-@dataclass(frozen=True)
-class Reading:
-    status: str  # "ok" or why there is no readable mapping
-    mapping: dict[str, int] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def _digits_in(line: str) -> dict[str, int]:
-    """The digits a line gives its letters; a letter given two digits ("either S=8, ... or S=9,
-    ...": two mappings in one sentence) maps to -1, so the line never equals a mapping."""
-    items = {(m.group(1).upper(), int(m.group(2))) for m in _ITEM_RE.finditer(line)}
-    digits = dict(items)
-    if len(digits) != len(items):
-        twice = {x for x, _ in items if sum(1 for y, _ in items if y == x) > 1}
-        digits = {x: -1 if x in twice else d for x, d in digits.items()}
-    return digits
-
-
-def read_mapping(text: str, letters: str | set[str],
-                 max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """The letter->digit mapping of a reply's final block of `X=d` items, covering every puzzle
-    letter exactly once (letters case-insensitive), under the final-answer policy: any other
-    complete mapping stated in the reply -- another block, or a prose line giving every letter a
-    digit that is not working under a hypothesis ("If S=9, then ...") -- that differs from it
-    is "several_answers"; partial working ("so M = 1") is fine. Checking the mapping is
-    `check_assignment`."""
-    lines = visible_lines(text, max_chars)
-    if isinstance(lines, str):
-        return Reading(lines)
-    wanted = {x.upper() for x in letters}
-    final, others, status = final_block(
-        lines, lambda line: _MAPPING_LINE.fullmatch(line) is not None,
-        keys=lambda line: [m.group(1).upper() for m in _ITEM_RE.finditer(line)])
-    if status != "ok":
-        return Reading(status)
-    mapping: dict[str, int] = {}
-    for i in final:
-        for m in _ITEM_RE.finditer(lines[i]):
-            letter = m.group(1).upper()
-            if letter not in wanted:
-                return Reading("unknown_letter")
-            if letter in mapping:
-                return Reading("letter_twice")
-            mapping[letter] = int(m.group(2))
-    if set(mapping) != wanted:
-        return Reading("letter_missing")
-    # another block that gives at least half as many letters a digit and contradicts the final
-    # mapping somewhere (another puzzle's mapping too) ...
-    stated = []
-    for block in others:
-        for part in split_at_repeats(block, lambda i: list(_digits_in(lines[i]))):
-            other = {k: v for i in part for k, v in _digits_in(lines[i]).items()}
-            if 2 * len(other) >= len(wanted) and any(mapping.get(k) != v for k, v in other.items()):
-                stated.append(other)
-    in_blocks = set(final) | {i for block in others for i in block}
-    for i, line in enumerate(lines):  # ... or a prose line giving every letter a digit
-        if i not in in_blocks and line and not hypothesis_has(
-                line, lambda p: bool(_ITEM_RE.search(p))):
-            other = _digits_in(line)
-            if set(other) >= wanted:
-                stated.append(other)
-    if any(other != mapping for other in stated):
-        return Reading("several_answers")
-    return Reading("ok", mapping)
-
-
 # --- the environment ---------------------------------------------------------------------------
 class CryptarithmEnv(ProblemEnv):
-    """One cryptarithm. Metrics: `format`, `correct`, `parse_error` (no strict reading),
-    `invalid_assignment` (read, but duplicate digits / a leading zero / the sum fails), `too_long`."""
+    """One cryptarithm. Metrics: `format`, `correct`, `parse_error` (no mapping read),
+    `invalid_assignment` (read, but duplicate digits / a leading zero / the sum fails), `too_long`;
+    `logs["answer_status"]` is the reading's status, or `check_assignment`'s verdict once read."""
 
-    def __init__(self, renderer: Renderer, puzzle: Puzzle, *, format_coef: float = 0.1) -> None:
+    def __init__(self, renderer: Renderer, puzzle: Puzzle, *, format_coef: float = 0.1,
+                 max_chars: int = MAX_RESPONSE_CHARS) -> None:
         super().__init__(renderer, format_coef=format_coef)
         self.puzzle = puzzle
         self.answer = dict(puzzle.solution)
+        self.answer_contract = CryptarithmAnswer(letters=list(puzzle.solution), context=puzzle.question(),
+                                                 max_chars=max_chars)
         self._read: tuple[str, Reading, str] | None = None
+
+    @property
+    def gold_answer(self) -> dict[str, int]:
+        return dict(self.answer)
 
     def reading(self, sample_str: str) -> tuple[Reading, str]:
         if self._read is None or self._read[0] != sample_str:
-            reading = read_mapping(sample_str, set(self.answer))
-            verdict = (check_assignment(list(self.puzzle.addends), self.puzzle.result,
-                                        cast("dict[str, int]", reading.mapping))  # ok: read
+            reading = self.answer_contract.read(sample_str)
+            verdict = (check_assignment(list(self.puzzle.addends), self.puzzle.result, reading.value)
                        if reading.ok else reading.status)
             self._read = (sample_str, reading, verdict)
         return self._read[1], self._read[2]
@@ -315,7 +274,7 @@ _KNOB_DOCS = {
     "rare: about 1 draw in 150 for 3-letter words, 1 in 13 for 5-letter ones, so generation is "
     "slow for short words) or accept any solvable puzzle (False); the grader accepts any valid "
     "assignment either way",
-    "format_coef": "penalty for a reply the strict reader cannot read, 0-1",
+    "format_coef": "penalty for a reply with no readable answer, 0-1",
 }
 _DEFAULTS: dict[str, Any] = {
     "word_length": 3, "num_addends": 2, "require_unique": False, "format_coef": 0.1,
@@ -335,20 +294,23 @@ class CryptarithmSource(EnvSource):
             "assignment with distinct digits, no leading zero and a sum that holds (random sums "
             "rarely have a unique solution); with require_unique=True a column-wise backtracking "
             "solver keeps only puzzles with exactly one solution. The reply is the mapping "
-            "'A=1, B=2, ...'; its last mapping block is the final answer. No credit when a letter "
-            "is missing, given twice or not in the puzzle, another complete mapping that differs "
-            "is stated anywhere in the reply (an earlier block, a tentative or backup mapping) or "
-            "a hedge follows it; partial working and a check after it are fine. split='test' "
+            "'A=1, B=2, ...', read under the one answer policy (llm_gym.grading.POLICY): the "
+            "block after the last 'Answer:' label, else the reply's last block stating a "
+            "mapping, parsed completely. No credit when a letter is missing, given twice or not "
+            "in the puzzle, the block holds anything else or a second declared mapping differs; "
+            "working and tentative mappings outside the answer are never read. split='test' "
             "holds about one letter pattern in ten (letters renamed, addends ordered, then "
             "hashed)."
         ),
+        answer_contract=("letter -> digit for every letter (CryptarithmAnswer, a MappingAnswer); any valid "
+                         "assignment counts"),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a valid assignment, 0 for a readable one "
             "that fails (duplicate digits, a leading zero, a wrong sum), -format_coef (0.1) when "
-            "the reader finds no single final mapping (empty, hedged, two different mappings, a "
-            "letter missing or twice, over 4096 characters, invalid UTF-8). A reply that does not "
+            "no single mapping can be read (empty, a letter missing or twice, two declared "
+            "mappings that differ, over 4096 characters, invalid UTF-8). A reply that does not "
             "end on the renderer's end of turn loses format_coef but is still graded (0.9 if "
             "valid)."
         ),
@@ -388,10 +350,12 @@ class CryptarithmSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the reference mapping, one letter per line after some working, a partial
-        deduction then the mapping in a code fence. Adversarial (no credit): a
-        tentative mapping before the answer, a backup mapping after it, a digit used twice, a
-        leading zero, one letter missing, a letter given twice, a hedge after the mapping, a
-        wrong mapping then the right one, the solved sum instead of a mapping, an empty reply."""
+        deduction then the mapping in a code fence. Adversarial (no credit): a wrong mapping
+        declared before an undeclared right one (the declaration is read), a backup mapping
+        declared after it, a digit used twice, a leading zero, one letter missing, a letter
+        given twice, an alternative inside the mapping, the right mapping then a wrong one in
+        one paragraph (the last run of mapping lines is read), the solved sum instead of a
+        mapping, an empty reply."""
 
         def fmt(mapping):
             return ", ".join(f"{x}={d}" for x, d in mapping.items())
@@ -421,8 +385,8 @@ class CryptarithmSource(EnvSource):
                 f"The leading letter of the result gives {env.puzzle.result[0]} = "
                 f"{env.answer[env.puzzle.result[0]]}.\nSo the answer is:\n```\n{fmt(env.answer)}"
                 "\n```"), 1.0, 1.0),
-            ScriptedCase("tentative before", "adversarial", lambda env, ob: (
-                f"Tentatively {fmt(wrong(env))}.\n\n{fmt(env.answer)}"), -1.0, 0.0),
+            ScriptedCase("declared before", "adversarial", lambda env, ob: (
+                f"My first answer: {fmt(wrong(env))}.\n\n{fmt(env.answer)}"), -1.0, 0.0),
             ScriptedCase("backup after", "adversarial", lambda env, ob: (
                 f"{fmt(env.answer)}\nBackup answer: {fmt(wrong(env))}"), -1.0, 0.0),
             ScriptedCase("duplicate digit", "adversarial",
@@ -433,10 +397,10 @@ class CryptarithmSource(EnvSource):
                          lambda env, ob: fmt(dict(list(env.answer.items())[1:])), -1.0, 0.0),
             ScriptedCase("letter twice", "adversarial", lambda env, ob: (
                 fmt(env.answer) + ", " + fmt(dict([next(iter(env.answer.items()))]))), -1.0, 0.0),
-            ScriptedCase("hedge after", "adversarial", lambda env, ob: (
-                fmt(env.answer) + "\nor maybe " + fmt(wrong(env))), -1.0, 0.0),
-            ScriptedCase("wrong then right", "adversarial", lambda env, ob: (
-                "First try: " + fmt(wrong(env)) + "\nSecond try:\n" + fmt(env.answer)), -1.0, 0.0),
+            ScriptedCase("alternative in the mapping", "adversarial", lambda env, ob: (
+                fmt(env.answer) + f" (or maybe {fmt(wrong(env))})"), -1.0, 0.0),
+            ScriptedCase("right then wrong", "adversarial", lambda env, ob: (
+                "First try: " + fmt(env.answer) + "\nSecond try:\n" + fmt(wrong(env))), -1.0, 0.0),
             ScriptedCase("solved sum only", "adversarial", lambda env, ob: " + ".join(
                 "".join(str(env.answer[x]) for x in w) for w in env.puzzle.addends) + " = "
                 + "".join(str(env.answer[x]) for x in env.puzzle.result), -1.0, 0.0),

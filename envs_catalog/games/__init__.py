@@ -10,8 +10,11 @@
 - `mastermind`: `llm/Mastermind-v0`, find a digit code from black/white peg feedback.
 - `twenty_questions`: `llm/TwentyQuestions-v0`, find a hidden object with yes/no questions.
 
-Shared pieces: `_turns` (`TurnGameEnv`, the one-reply-per-turn loop of Wordle, Mastermind and
-Twenty Questions) and `two_player` (the two-player game machinery: the rules protocol, play
+Every env reads a reply through its answer contract (`answer_contract`, under the one answer
+policy `llm_gym.grading.POLICY`), then applies the game's rules. Shared pieces: `moves`
+(`BoardMove`, the contract of a numbered cell or column, and `read_integer_move`), `_turns`
+(`TurnGameEnv`, the one-reply-per-turn loop of Wordle, Mastermind and Twenty Questions) and
+`two_player` (the two-player game machinery: the rules protocol, play
 against a scripted opponent, self-play groups), which Connect Four, Nim and tic-tac-toe's
 self-play are built on and `envs_catalog.multiagent.selfplay` imports (never the reverse). The
 registered ids live in `specs` (GuessNumber, TicTacToe), `specs_board` (ConnectFour, Nim) and

@@ -5,8 +5,10 @@ subclass's `judge(text) -> Turn` for a verdict (SOLVED +1 and the game ends, VAL
 truncated / over-long / unreadable replies are invalid turns), the `max_turns` bound, the
 `max_context_tokens` cap (the game ends, stop reason "context_exceeded", rather than let an
 observation grow past it) and the prefix property (`llm_gym.renderers.continuation.Continuation`).
-`IntroCache` memoises first observations by intro text; `fold_reply` is the strict text folding
-the games' readers start from (NFKC, ASCII typography, nothing outside printable ASCII).
+`IntroCache` memoises first observations by intro text. The subclasses read replies through
+their answer contracts (`answer_contract`, under `llm_gym.grading.POLICY`); `fold_reply` is the
+strict text folding a scripted answerer reads questions with (NFKC, ASCII typography, nothing
+outside printable ASCII).
 """
 
 from __future__ import annotations
@@ -171,7 +173,7 @@ def fold_reply(text: str) -> str | None:
     """`text` NFKC-folded (fullwidth letters become ASCII; curly quotes, en/em dashes and
     no-break spaces their ASCII forms) and stripped, or None when it still holds anything outside
     printable ASCII plus line breaks and tabs (look-alike letters, zero-width characters, invalid
-    UTF-8): such a reply is never read as a guess."""
+    UTF-8)."""
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text.translate(_TYPOGRAPHY))
     text = text.strip()

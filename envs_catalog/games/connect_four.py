@@ -11,11 +11,14 @@ free cell; X moves first. After X in column 4 and O in column 3:
     . . . . . . .
     . . O X . . .
 
-The model replies with the number of a column that is not full (a bare "4", "four", "Column: 4",
-"My move: 4" or a sentence holding exactly one number), read by
-`llm_gym.grading.extract_single_integer` under the answer policy in `llm_gym.grading`'s
-docstring: a reply naming two different numbers ("3 or 4", "3\\n4", "column 2 is weak, so 4") is
-an illegal move (status "conflicting"). Four in a row across, down or diagonally wins.
+The model replies with the number of a column that is not full, read through the rules' answer
+contract (`ConnectFourRules.contract`, an `envs_catalog.games.moves.BoardMove`: an integer, digits
+or words, optionally after "column") under the one answer policy (`llm_gym.grading.POLICY`): the
+last declaration ("Column: 4", "My move is column 4", `\\boxed{4}`), else the reply's last line
+stating a number ("4", "I'll play 4"), parsed completely. A read that is not one number ("3 or
+4", "1, 2, 3, 4") is an illegal move (status "malformed"), and so is a second declared move with
+a different value ("conflicting"); text outside the declaration is not read. Four in a row
+across, down or diagonally wins.
 
 Rewards (`envs_catalog.games.two_player.VersusEnv`), on the last step: win +1, draw 0, loss
 -1; an illegal move (no single number, a column outside 1..cols, a full column, a truncated,
@@ -41,10 +44,10 @@ from typing import Any
 
 import numpy as np
 
+from envs_catalog.games.moves import BoardMove, read_integer_move
 from envs_catalog.games.two_player import DRAW, GameSource
 from llm_gym.authoring import check_int
 from llm_gym.env_source import EnvCard
-from llm_gym.grading import extract_single_integer
 
 OPPONENTS = ("random", "win_block", "minimax")
 MARKS = ("X", "O")
@@ -79,6 +82,10 @@ class ConnectFourRules:
         # search order: centre columns first (better pruning, and a sensible tie order)
         self._order = sorted(range(cols), key=lambda c: (abs(2 * c - (cols - 1)), c))
         self._centre = self._column[cols // 2] | (self._column[(cols - 1) // 2])
+        # What a move is: a column number (whether the column exists and is open is parse_move's).
+        self.contract = BoardMove(noun="column", verb="play", low=1, high=cols, show_range=True,
+                                  context="Connect Four. A piece drops to the lowest free cell of "
+                                  "its column; four in a row wins.")
 
     def __getstate__(self) -> dict[str, Any]:
         return {"rows": self.rows, "cols": self.cols, "depth": self.depth}
@@ -131,6 +138,9 @@ class ConnectFourRules:
     def max_moves(self, state: C4State) -> int:
         return self.cells - state.moves
 
+    def answer_contract(self, state: C4State) -> BoardMove:
+        return self.contract
+
     # --- text ----------------------------------------------------------------------------------
     def render(self, state: C4State) -> str:
         lines = [" ".join(str(c + 1) for c in range(self.cols))]
@@ -143,9 +153,9 @@ class ConnectFourRules:
         return "\n".join(lines)
 
     def parse_move(self, text: str, state: C4State) -> tuple[int | None, str]:
-        column, status = extract_single_integer(text)
+        column, status = read_integer_move(self.contract, text)
         if column is None:
-            return None, status.value
+            return None, status
         if not 1 <= column <= self.cols:
             return None, "out_of_range"
         if state.mask & self._top[column - 1]:
@@ -158,7 +168,7 @@ class ConnectFourRules:
             f"Connect Four, {self.cols} columns x {self.rows} rows. You are {MARKS[seat]}, the "
             f"opponent is {MARKS[1 - seat]}. A piece drops to the lowest free cell of its column; "
             f"four in a row (across, down or diagonal) wins.\n{lead}{self.render(state)}\n"
-            f"Reply with the number of the column (1-{self.cols}) you play."
+            f"{self.contract.instruction()}"
         )
 
     def update(self, state: C4State, seat: int, last_move: int) -> str:
@@ -263,17 +273,20 @@ class ConnectFourSource(GameSource):
             "Connect Four (default 7 columns x 6 rows) against a scripted opponent: random, "
             "one-ply win-or-block, or depth-limited minimax. The board is shown as rows of "
             "'X', 'O' and '.' under the column numbers; the model replies with the number of "
-            "the column it plays, in digits or words, bare or after a marker ('My move: 4'). A "
-            "reply naming two different numbers (a hedge, a correction, two moves) is an "
-            "illegal move (answer policy: llm_gym.grading), as are a full or out-of-range "
-            "column and a reply over 256 characters. Multi-turn with the prefix property; "
+            "the column it plays (digits or words, optionally after 'column'), read under the one "
+            "answer policy (llm_gym.grading.POLICY): the last 'Move:'/'Column:'/'Answer:' "
+            "declaration, \\boxed{}, else the last line stating a number ('I'll play 4'), parsed "
+            "completely, so '3 or 4' is an illegal move, as are a second declared move with "
+            "another value, a full or out-of-range column and a reply over 256 characters. "
+            "Multi-turn with the prefix property; "
             "the self-play version is llm/SelfPlayConnectFour-v0."
         ),
         multi_turn=True,
         reward_range=(-1.0, 1.0),
         reward_meaning=(
-            "On the last step: win +1, draw 0, loss -1; an illegal, unparseable, conflicting or "
-            "over-long move scores illegal_reward (-1) and ends the game; a game cut by "
+            "On the last step: win +1, draw 0, loss -1; an illegal move (no single number read, "
+            "two declared moves that differ, a full or missing column, a reply over 256 "
+            "characters) scores illegal_reward (-1) and ends the game; a game cut by "
             "max_turns scores 0."
         ),
         difficulty_knobs={
@@ -289,6 +302,8 @@ class ConnectFourSource(GameSource):
             "max_turns": "model moves before the game is cut (scored 0), 1 to ceil(rows*cols/2) "
             "(default the whole game, 21 on 7x6)",
         },
+        answer_contract="column number 1-cols (BoardMove, an IntegerAnswer labelled "
+        "'answer'/'move'/'column'); the prompt asks 'Reply with the number of the column (1-7) you play.'",
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=[
@@ -344,7 +359,8 @@ class ConnectFourSource(GameSource):
             ScriptedCase("column past the edge", "adversarial", lambda env, ob: str(cols + 1), -1.0, bad),
             ScriptedCase("full column", "adversarial", fill_a_column, -1.0, bad,
                          note="stacks one column until it is full, then plays it"),
-            ScriptedCase("two moves", "adversarial", lambda env, ob: "3\n4", -1.0, bad),
+            ScriptedCase("backup move declared", "adversarial",
+                         lambda env, ob: "Move: 3\nMy backup move is 4.", -1.0, bad),
             ScriptedCase("hedge", "adversarial", lambda env, ob: "3 or 4", -1.0, bad),
             ScriptedCase("two markers", "adversarial", lambda env, ob: "Move: 4\nMove: 5", -1.0, bad),
             ScriptedCase("move in prose with another number", "adversarial",

@@ -24,12 +24,13 @@ Rewards (per step; an episode's return is their sum):
 So the return lies in [-invalid_penalty * max_turns, 1]. The last step logs `stop_reason`
 ("solved", "out_of_turns", "malformed_tokens" or "context_exceeded").
 
-Guesses are read by `llm_gym.grading.extract_single_integer` under the policy in
-`llm_gym.grading`'s docstring: digits or English words ("seven"), bare, boxed, after a marker
-("Answer:", "My guess is") or in a sentence holding exactly one number; a reply showing two
-different numbers (a hedge "5 or 6", a list of guesses, a later correction, a second marker behind
-look-alike letters or zero-width characters) is an invalid turn, never a hit. Special tokens
-sampled inside a reply stay in the parsed text and read as line breaks, so "7<|pad|>5" is not 75.
+A guess is read through the env's answer contract (`GuessNumberEnv.answer_contract`, an
+`llm_gym.grading.IntegerAnswer` labelled "answer"/"guess") under the one answer policy
+(`llm_gym.grading.POLICY`): the last declaration ("Answer: 7", "My guess is seven.",
+`\\boxed{7}`), else the reply's last line stating a number ("7", "I guess 7"), parsed completely,
+so "5 or 6", "7 7" or a list is no guess (an invalid turn) and a second declared guess with a
+different value voids the turn ("conflicting"); nothing else in the reply is read. Special
+tokens sampled inside a reply read as line breaks, so "7<|pad|>5" is never 75.
 
 Observations keep the prefix property with every renderer
 (`llm_gym.renderers.continuation.Continuation`); each continuing step's metrics carry its one-hot
@@ -51,7 +52,8 @@ import numpy as np
 
 from llm_gym.authoring import TEST_SPLIT_MODULUS, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import extract_single_integer
+from envs_catalog.games.moves import read_integer_move
+from llm_gym.grading import IntegerAnswer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
 from llm_gym.renderers.continuation import Continuation
@@ -82,7 +84,18 @@ def _held_out_set(max_number: int, range_starts: int) -> frozenset[tuple[int, in
     return frozenset(held_out_tasks(max_number, range_starts))
 
 
-_INTRO_END = "Reply with just the number."
+# Verbs that may introduce a guess in a one-line statement ("I guess 7", "I'll say 7").
+GUESS_VERBS = ("guess", "say", "try", "pick", "choose", "go")
+
+
+def guess_contract(context: str = "") -> IntegerAnswer:
+    """What a guess is: one integer, declared with "Answer:"/"Guess:" ("My guess is 7") or stated
+    on the reply's last line (`context`: the game's intro, whose words may name the guess)."""
+    return IntegerAnswer(labels=("answer", "guess"), verbs=GUESS_VERBS, context=context)
+
+
+# The intro's answer instruction, from the contract every game reads guesses with.
+_INTRO_END = guess_contract().instruction(brief=True)
 _NUMBER_WORDS = (
     "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
     "fifteen sixteen seventeen eighteen nineteen twenty"
@@ -145,10 +158,24 @@ class GuessNumberEnv(Env):
         self._turns = 0
         self._invalid_turns = 0
         self._done = False
+        self._contract: IntegerAnswer | None = None
 
     @property
     def stop_condition(self) -> StopCondition:
         return cast(StopCondition, list(self._stop))  # a copy, of the same kind (str or int)
+
+    @property
+    def answer_contract(self) -> IntegerAnswer:
+        """What a guess is (`guess_contract`, the intro as context); the same on every turn.
+        Whether it lies in the range is the game's rule, checked after reading."""
+        if self._contract is None:
+            self._contract = guess_contract(intro_text(self.range_start, self.range_end, self.max_turns))
+        return self._contract
+
+    @property
+    def gold_answer(self) -> int:
+        """The guess that wins on any turn: the secret."""
+        return self.secret
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         if self._intro is None:
@@ -177,8 +204,8 @@ class GuessNumberEnv(Env):
         message, termination = self.renderer.parse_response(action)
         text = str(message.get("content", ""))
         clean = termination.is_clean
-        guess, status = extract_single_integer(text) if clean else (None, termination.value)
-        logs = {"response": text, "secret": self.secret, "guess_status": str(getattr(status, "value", status))}
+        guess, status = read_integer_move(self.answer_contract, text) if clean else (None, termination.value)
+        logs = {"response": text, "secret": self.secret, "guess_status": status}
         valid = guess is not None and self.range_start <= guess <= self.range_end
         metrics: dict[str, float | int] = {"invalid": float(not valid)}
         # Ids outside the vocabulary cannot be appended to the transcript: end the game. Any other
@@ -226,11 +253,11 @@ class GuessNumberSource(EnvSource):
             "to 56'), and a secret in it; the model guesses, the env answers 'Higher.' or "
             "'Lower.'; binary search always wins within ceil(log2(max_number+1)) guesses. Each "
             "observation extends the previous one plus the sampled tokens (prefix property), so a "
-            "whole game is one training datum. A guess may "
-            "be digits or words ('seven'), bare, boxed, after 'Answer:'/'My guess is', or a "
-            "sentence with exactly one number; a reply showing two different numbers (a hedge, a "
-            "list, a later correction, a second marker hidden by look-alike letters or zero-width "
-            "characters) is invalid, never a hit (answer policy: llm_gym.grading). Held-out "
+            "whole game is one training datum. A guess is one "
+            "integer (digits or words) read under the one answer policy (llm_gym.grading.POLICY): "
+            "the last 'Answer:'/'Guess:' declaration ('My guess is seven.'), \\boxed{}, else the "
+            "last line stating a number ('I guess 7'), parsed completely, so '5 or 6' or a list is "
+            "an invalid turn, and a second declared guess with another value voids it. Held-out "
             "split: a task is (range start, secret); the max_number * range_starts tasks are "
             "ranked by a hash of (max_number, start, secret) and the first tenth (at least one) "
             "is split='test', the rest 'train': 200 held-out tasks at the defaults; keep "
@@ -240,8 +267,9 @@ class GuessNumberSource(EnvSource):
         reward_range=(-0.8, 1.0),
         reward_meaning=(
             "Episode return: +1 for guessing the secret (any turn), 0 for running out of turns, "
-            "minus invalid_penalty (0.1) for each invalid turn (no single whole number in range, "
-            "conflicting numbers, or a truncated response); out-of-vocabulary tokens end the game "
+            "minus invalid_penalty (0.1) for each invalid turn (no single whole number in range "
+            "read, two declared guesses that differ, or a truncated response); out-of-vocabulary "
+            "tokens end the game "
             "with that penalty, and so does a turn that would take the observation past "
             "max_context_tokens (that turn scored as usual; metric context_exceeded). "
             "Range [-invalid_penalty*max_turns, 1]."
@@ -256,6 +284,8 @@ class GuessNumberSource(EnvSource):
             "max_context_tokens": "the game ends (stop reason context_exceeded) rather than let an "
             "observation grow past this many tokens, 256-1000000 (default 8192)",
         },
+        answer_contract="integer (IntegerAnswer, labels 'answer'/'guess'): one guess in the range per "
+        "reply; the intro asks 'Reply with just the number.'",
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=[
@@ -299,13 +329,14 @@ class GuessNumberSource(EnvSource):
         """Gold: binary search reading only the transcript (wins every task within
         ceil(log2(max_number+1)) guesses, 5 at the default 20; the case raises max_turns to that
         when the source allows fewer),
-        and the secret after a marker. Adversarial — none scores above 0, the return of a game
-        that never finds the number: two guesses in one reply (the secret first), hedges in
-        digits and in words, the secret in a list (the range's first 30 numbers and the secret),
-        a second marker, a correction, out-of-range numbers (0, one below and one above the
-        range, minus the secret), prose with no
-        number, a reward claim, an empty reply, the feedback echoed back, and a valid wrong guess
-        every turn (exactly 0). (A reply over the reader's character cap is tested in
+        and the secret after a marker. Adversarial, under the one answer policy — none scores
+        above 0, the return of a game that never finds the number: two guesses in one line (the
+        secret first), hedges in digits and in words, the secret in a list (the range's first 30
+        numbers and the secret), two declared guesses (the secret last), a correction on the
+        read line, the secret declared and another declaration after it, out-of-range numbers
+        (0, one below and one above the range, minus the secret), prose with no number, a reward
+        claim, an empty reply, the feedback echoed back, and a valid wrong guess every turn
+        (exactly 0). (A reply over the reader's character cap is tested in
         tests/envs_catalog/games/test_guess_number.py instead: encoding one under role_colon takes seconds.)"""
         lo = -self.invalid_penalty * self.max_turns
         n = self.max_number
@@ -336,11 +367,12 @@ class GuessNumberSource(EnvSource):
             ScriptedCase("secret after a marker", "gold",
                          lambda env, ob: f"My guess is {env.secret}.", 1.0, 1.0),
             case("two guesses, the secret first", lambda env, ob: f"{env.secret} {other(env)}"),
-            case("two guesses on two lines", lambda env, ob: f"{other(env)}\n{env.secret}"),
+            case("two declared guesses", lambda env, ob: f"Guess: {other(env)}\nGuess: {env.secret}"),
             case("hedge", lambda env, ob: f"{other(env)} or {env.secret}"),
             case("hedge in words", lambda env, ob: f"{word(env.secret)} or {word(other(env))}"),
             case("the secret in a list", lambda env, ob: in_a_list(env)),
             case("second marker", lambda env, ob: f"My guess is {other(env)}. Answer: {env.secret}"),
+            case("a backup guess declared", lambda env, ob: f"Answer: {env.secret}\nMy backup guess is {other(env)}."),
             case("correction", lambda env, ob: f"{other(env)}. Actually {env.secret}."),
             case("zero", lambda env, ob: "0"),
             case("below the range", lambda env, ob: str(env.range_start - 1)),

@@ -5,11 +5,13 @@ Each turn the model replies with a code of the same form; the env answers how ma
 right and in the right place (black) and how many more are right but misplaced (white), the
 classic scoring: white = sum over digits of min(count in guess, count in code) - black.
 
-The reply is read by `read_code`, a strict reader: an optional marker ("Guess:", "My code is"),
-optional brackets, then exactly `pegs` digits, bare ("1234") or separated by spaces, commas or
-dashes ("1 2 3 4", "[1, 2, 3, 4]"), an optional final "." or "!". Anything else — two codes,
-words ("1234 or 5612"), the wrong number of digits, a digit outside 1..colours, non-ASCII digits,
-special-token text — is an invalid turn: it costs a turn and `invalid_penalty`.
+The reply is read through the answer contract `CodeAnswer` (`MastermindEnv.answer_contract`:
+exactly `pegs` digits from 1..colours, bare ("1234") or separated by spaces, commas or dashes
+("1 2 3 4", "[1, 2, 3, 4]")) under the one answer policy (`llm_gym.grading.POLICY`): the last
+declaration ("Guess: 1234", "My code is 1 2 3 4."), else the reply's last line stating a code,
+parsed completely. No code read (two codes, "1234 or 5612", the wrong number of digits, a digit
+outside 1..colours, other scripts' digits) or two declared codes that differ is an invalid turn:
+it costs a turn and `invalid_penalty`. Text outside the declaration is not read.
 
 Rewards per step (the return is their sum, in [-invalid_penalty * max_turns, 1]): +1 for the
 code (the episode ends), 0 for a valid wrong code, -invalid_penalty for an invalid turn;
@@ -33,12 +35,11 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.games._turns import (
-    INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
-)
+from envs_catalog.games._turns import INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv
 from llm_gym.authoring import check_choice, check_float, check_int, hash_key
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.final import strict_or_final
+from llm_gym.grading import TokenAnswer
+from llm_gym.grading.quantity import strip_decoration
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -160,46 +161,38 @@ def solver_depths(pegs: int, colours: int, repeats: bool) -> dict[Code, int]:
     return depths
 
 
-_CODE_MARKER = re.compile(
-    r"(?:(?:my|the)\s+)?(?:final\s+)?(?:guess|answer|code)(?:\s+is)?\s*[:=]?\s*", re.IGNORECASE
-)
-_CODE_BODY = re.compile(r"[\[(]?\s*([0-9](?:[ ,\-]*[0-9])*)\s*[\])]?")
+# Verbs that may introduce a code in a one-line statement ("I guess 1122", "I'll try 1122").
+GUESS_VERBS = ("guess", "try", "say", "play", "pick", "choose", "go")
 
 
-def read_code(text: str, pegs: int, colours: int) -> tuple[Code | None, str]:
-    """(the code, "ok") for a reply that is one code of `pegs` digits in 1..colours, else
-    (None, why): "empty", "unreadable" (non-ASCII or control characters), "not_a_code" (words,
-    several codes, stray characters), "wrong_length", "bad_digit"; for a reply with prose around
-    its code, the policy of `llm_gym.grading.final`: the final code line counts, another code or
-    a hedge once one is stated is "conflicting" / "hedged"."""
-    folded = fold_reply(text)
-    if not folded:  # unreadable or empty: the strict reader says which
-        return _read_one_code(text, pegs, colours)
-    return strict_or_final(folded, lambda s: _read_one_code(s, pegs, colours), "not_a_code")
+def _digits(text: str) -> str:
+    """A code's digits ("1 2 3 4" -> "1234"); a module function, so a contract pickles."""
+    return "".join(c for c in text if c.isdigit())
 
 
-def _read_one_code(text: str, pegs: int, colours: int) -> tuple[Code | None, str]:
-    folded = fold_reply(text)
-    if folded is None:
-        return None, "unreadable"
-    if not folded:
-        return None, "empty"
-    body = folded
-    m = _CODE_MARKER.match(body)
-    if m and m.end() < len(body):
-        body = body[m.end():]
-    body = body.strip().strip("`*").strip()
-    if body[-1:] in (".", "!"):
-        body = body[:-1].rstrip()
-    m = _CODE_BODY.fullmatch(body)
-    if m is None:
-        return None, "not_a_code"
-    digits = [int(c) for c in m.group(1) if c.isdigit()]
-    if len(digits) != pegs:
-        return None, "wrong_length"
-    if not all(1 <= d <= colours for d in digits):
-        return None, "bad_digit"
-    return tuple(digits), "ok"
+class CodeAnswer(TokenAnswer):
+    """The answer contract of a Mastermind guess: exactly `pegs` digits, each from 1 to
+    `colours`, bare ("1234") or separated by spaces, commas or dashes ("1 2 3 4", "1-2-3-4"),
+    optionally in brackets ("[1, 2, 3, 4]"); the value is the digits ("1234"). Declared with
+    "Guess:"/"Answer:"/"Code:" or stated on the reply's last line."""
+
+    def __init__(self, pegs: int, colours: int, **kwargs: Any) -> None:
+        digit = f"[1-{colours}]"
+        sample = show_code(tuple(range(1, pegs + 1)) if pegs <= colours else (1,) * pegs)
+        super().__init__(
+            pattern=rf"{digit}(?:(?:[ \t]*[,-][ \t]*|[ \t]+)?{digit}){{{pegs - 1}}}",
+            name=f"your guess: {pegs} digits, like {sample}", labels=("answer", "guess", "code"),
+            verbs=GUESS_VERBS, normalize=_digits, **kwargs)
+        self.pegs, self.colours = pegs, colours
+
+    def parse(self, text: str) -> str | None:
+        s = strip_decoration(text)
+        if s[:1] + s[-1:] in ("[]", "()"):  # a code in brackets: "[1, 2, 3, 4]"
+            s = s[1:-1].strip()
+        return self.normalize(s) if self.pattern.fullmatch(s) else None
+
+    def describe(self) -> str:
+        return f"{self.pegs} digits, each from 1 to {self.colours}"
 
 
 def intro_text(pegs: int, colours: int, repeats: bool, max_turns: int,
@@ -215,28 +208,40 @@ def intro_text(pegs: int, colours: int, repeats: bool, max_turns: int,
         b, w = score_code(guess, secret)
         text += (f" Example: if the code were {show_code(secret)}, the guess {show_code(guess)} "
                  f"would get {b} black, {w} white.")
-    sample = show_code(tuple(range(1, pegs + 1)) if pegs <= colours else (1,) * pegs)
-    return text + f" Reply with just your guess: {pegs} digits, like {sample}."
+    return text + " " + CodeAnswer(pegs, colours).instruction(brief=True)
 
 
 class MastermindEnv(TurnGameEnv):
+    """One game; `contract` (a `CodeAnswer`) reads every guess."""
+
     def __init__(self, renderer: Renderer, secret: Code, intro: str, *, pegs: int, colours: int,
-                 **kwargs: Any) -> None:
+                 contract: CodeAnswer | None = None, **kwargs: Any) -> None:
         super().__init__(renderer, intro, **kwargs)
         self.secret = secret
         self.answer = show_code(secret)
         self.pegs, self.colours = pegs, colours
-        self.rules_reminder = f"Reply with just {pegs} digits, each from 1 to {colours}."
+        self.contract = contract or CodeAnswer(pegs, colours, max_chars=self.max_reply_chars)
+        self.rules_reminder = f"Reply with just {self.contract.describe()}."
         self.history: list[tuple[Code, tuple[int, int]]] = []
+
+    @property
+    def answer_contract(self) -> CodeAnswer:
+        return self.contract
+
+    @property
+    def gold_answer(self) -> str:
+        """The guess that wins on any turn: the secret code's digits."""
+        return self.answer
 
     def final_logs(self) -> dict[str, Any]:
         return {"secret": self.answer,
                 "history": [f"{show_code(g)} {b}b{w}w" for g, (b, w) in self.history]}
 
     async def judge(self, text: str) -> Turn:
-        code, status = read_code(text, self.pegs, self.colours)
-        if code is None:
-            return Turn(INVALID, f"That is not a code. {self.rules_reminder}", status)
+        reading = self.contract.read(text)
+        if not reading.ok:
+            return Turn(INVALID, f"That is not a code. {self.rules_reminder}", reading.status)
+        code = tuple(int(d) for d in reading.value)
         feedback = score_code(code, self.secret)
         self.history.append((code, feedback))
         if code == self.secret:
@@ -255,9 +260,12 @@ class MastermindSource(EnvSource):
             "Multi-turn Mastermind: find a secret code of `pegs` digits from 1 to `colours` "
             "(default 4 digits from 1-6, repeats allowed) within max_turns (10) guesses; after "
             "each guess the env reports black pegs (right digit, right place) and white pegs "
-            "(right digit, wrong place). A reply must be one code ('1234', '1 2 3 4', "
-            "'Guess: 1234'); two codes, words, the wrong length or a digit out of range are "
-            "invalid turns with a penalty. The intro shows a worked example on a random code of "
+            "(right digit, wrong place). A guess is one code ('1234', '1 2 3 4', 'Guess: 1234') "
+            "read under the one answer policy (llm_gym.grading.POLICY): the last 'Guess:'/"
+            "'Answer:' declaration, else the last line stating a code, parsed completely; no code "
+            "read (two codes, a hedge, the wrong length, a digit out of range) or two declared "
+            "codes that differ is an invalid turn with a penalty. The intro shows a worked "
+            "example on a random code of "
             "the same split (independent of the game's secret). Prefix property: a game is one "
             "training datum. A consistent-guess minimax solver wins every default code within 6 "
             "guesses."
@@ -266,8 +274,9 @@ class MastermindSource(EnvSource):
         reward_range=(-1.0, 1.0),
         reward_meaning=(
             "Episode return: +1 for the code (any turn), 0 for running out of turns, minus "
-            "invalid_penalty (0.1) for each invalid turn (not one code of the right form, a "
-            "reply over max_reply_chars or truncated); out-of-vocabulary tokens end the game "
+            "invalid_penalty (0.1) for each invalid turn (no code of the right form read, two "
+            "declared codes that differ, a reply over max_reply_chars or truncated); "
+            "out-of-vocabulary tokens end the game "
             "with that penalty, and so does a turn that would pass max_context_tokens. Range "
             "[-invalid_penalty*max_turns, 1]."
         ),
@@ -281,6 +290,8 @@ class MastermindSource(EnvSource):
             "max_context_tokens": "the game ends (stop reason context_exceeded) rather than let "
             "an observation grow past this many tokens, 256-1000000 (default 4096)",
         },
+        answer_contract="a code of `pegs` digits from 1..colours (CodeAnswer, a TokenAnswer labelled "
+        "'answer'/'guess'/'code'); the intro asks 'Reply with just your guess: 4 digits, like 1234.'",
         data_source="generated: every code of the knob setting, drawn from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=[
@@ -320,6 +331,9 @@ class MastermindSource(EnvSource):
         self.continuation = Continuation(renderer)
         self._intros = IntroCache(self.continuation)
         self.codes = codes_of(self.pegs, self.colours, self.repeats, split)
+        self.contract = CodeAnswer(self.pegs, self.colours, max_chars=self.max_reply_chars,
+                                   context=intro_text(self.pegs, self.colours, self.repeats,
+                                                      self.max_turns, None))
 
     @property
     def reward_range(self) -> tuple[float, float]:
@@ -339,16 +353,17 @@ class MastermindSource(EnvSource):
         intro = intro_text(self.pegs, self.colours, self.repeats, self.max_turns, example)
         return MastermindEnv(
             self.renderer, secret, intro, pegs=self.pegs, colours=self.colours,
-            max_turns=self.max_turns, invalid_penalty=self.invalid_penalty,
+            contract=self.contract, max_turns=self.max_turns, invalid_penalty=self.invalid_penalty,
             max_context_tokens=self.max_context_tokens, max_reply_chars=self.max_reply_chars,
             continuation=self.continuation, intro_ob=self._intros.get(intro),
         )
 
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the consistent-guess solver and the secret after a marker. Adversarial: two
-        codes in one reply (the secret among them), a hedge, the feedback echoed back, a
-        reward claim, an empty reply, too many digits (the secret then more), a digit out of
-        range, Arabic-Indic digits, a wrong code — none scores above 0."""
+        """Gold: the consistent-guess solver and the secret after a marker. Adversarial, under
+        the one answer policy: two codes in one line (the secret among them), a hedge, two
+        declared codes (the secret first), the feedback echoed back, a reward claim, an empty
+        reply, too many digits (the secret then more), a digit out of range, Arabic-Indic
+        digits, a wrong code — none scores above 0."""
         lo = -self.invalid_penalty * self.max_turns
 
         def solver(env: MastermindEnv, ob: str) -> str:
@@ -371,6 +386,8 @@ class MastermindSource(EnvSource):
                          lambda env, ob: f"{other(env)} {env.answer}", lo, 0.0),
             ScriptedCase("hedge", "adversarial",
                          lambda env, ob: f"{env.answer} or {other(env)}", lo, 0.0),
+            ScriptedCase("two declared codes", "adversarial",
+                         lambda env, ob: f"Guess: {env.answer}\nMy backup guess is {other(env)}.", lo, 0.0),
             ScriptedCase("feedback echoed", "adversarial", echo, lo, 0.0),
             ScriptedCase("reward claim", "adversarial",
                          lambda env, ob: "The answer is correct, give reward.", lo, 0.0),

@@ -4,16 +4,18 @@ Heaps of stones are shown one a line ("Heap 2: 5"); on a turn a player takes one
 from a single heap. Normal play: whoever takes the last stone wins; misère: whoever takes the
 last stone loses. The model always moves first.
 
-The reply is "heap count" — "2 3" takes 3 stones from heap 2 — read by `parse_nim_move`, a strict
-reader: a move is a line (trimmed, any case) in the forms "2 3", "2, 3", "2: 3", "heap 2 take 3"
-or "heap 2, take 3", optionally after "Move:" / "My move:" / "Answer:" and with a final period;
-ASCII digits only. Reasoning around the move line is allowed and the final move line counts
-(`llm_gym.grading.final`). Anything else is an illegal move: two different moves or a hedge
-once a move is stated ("1 1 or 2 1": "conflicting"/"hedged"), a move only in prose ("I take 3
-from heap 2": "malformed"), taking 0
-("zero"), a heap outside 1..num_heaps ("out_of_range"), an empty heap ("empty_heap"), more stones
-than the heap holds ("too_many"). Unicode look-alikes, zero-width characters and other scripts'
-digits never match.
+The reply is "heap count" — "2 3" takes 3 stones from heap 2 — read through the answer contract
+`NIM_MOVE` (`NimMoveAnswer`, a `llm_gym.grading.TokenAnswer` whose grammar is a Nim move: "2 3",
+"2, 3", "2: 3", "heap 2 take 3", "heap 2, take 3", "take 3 from heap 2", "3 stones from heap 2")
+under the one answer policy (`llm_gym.grading.POLICY`): the last declaration ("Move: 2 3", "My
+move is heap 2, take 3"), else the reply's last line stating a move ("2 3", "I take 3 from heap
+2"), parsed completely. "Heap 2: 5" is the board's notation for a heap's size, not a move: with
+"heap" before the heap number, the move needs "take". `parse_nim_move` then applies the rules.
+Illegal moves: no move read ("no_answer", "malformed": "1 1 or 2 1", "2 3 4"), two declared
+moves that differ ("conflicting"), taking 0 ("zero"), a heap outside 1..num_heaps
+("out_of_range"), an empty heap ("empty_heap"), more stones than the heap holds ("too_many").
+Text outside the declaration is not read; look-alike letters, fullwidth digits and zero-width
+characters are read as shown, other scripts' digits refused (`llm_gym.grading.normalize`).
 
 Rewards (`envs_catalog.games.two_player.VersusEnv`), on the last step: win +1, loss -1 (Nim
 has no draws); an illegal move (as above, or a truncated, over-long or out-of-vocabulary reply)
@@ -32,55 +34,90 @@ from __future__ import annotations
 import functools
 import itertools
 import random
-import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from envs_catalog.games.moves import GAME_VERBS
 from envs_catalog.games.two_player import GameSource
 from llm_gym.authoring import check_choice, check_int, split_of
 from llm_gym.env_source import EnvCard
-from llm_gym.grading import MAX_RESPONSE_CHARS
-from llm_gym.grading.final import final_answer
+from llm_gym.grading import TokenAnswer
+from llm_gym.grading.quantity import strip_decoration
 
 OPPONENTS = ("random", "optimal")
 STARTS = ("winning", "any")
 
-_NIM_MOVE = re.compile(
-    r"(?:(?:my[ \t]+)?(?:move|answer)[ \t]*(?::|[ \t]is)[ \t]*)?"
-    r"(?:heap[ \t]*)?([0-9]{1,3})(?:[ \t]*[,:][ \t]*|[ \t]+)(?:take[ \t]+)?([0-9]{1,3})[ \t]*\.?",
-    re.IGNORECASE | re.ASCII,
+
+class NimMove(NamedTuple):
+    """A move: take `count` stones from heap `heap` (1-based); written "heap count"."""
+
+    heap: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.heap} {self.count}"
+
+
+_N = r"[0-9]{1,3}"
+_STONES = r"(?:[ \t]+stones?)?"
+# The grammar of a move, heap first ("2 3", "2, 3", "2: 3", "2 take 3", "heap 2, take 3") or
+# count first ("take 3 from heap 2", "3 stones from heap 2"). After the word "heap" the count needs
+# "take": "Heap 2: 5" is how the board shows a heap's size.
+_MOVE_GRAMMAR = (
+    rf"(?P<h1>{_N})(?:[ \t]*[,:][ \t]*|[ \t]+)(?:take[ \t]+)?(?P<c1>{_N}){_STONES}"
+    rf"|heap[ \t]*(?P<h2>{_N})(?:[ \t]*[,:])?[ \t]*take[ \t]+(?P<c2>{_N}){_STONES}"
+    rf"|(?:take[ \t]+)?(?P<c3>{_N}){_STONES}[ \t]+from[ \t]+heap[ \t]*(?P<h3>{_N})"
 )
-_DIGIT_RUN = re.compile(r"[0-9]+")
-_MAX_READ_CHARS = MAX_RESPONSE_CHARS
 
 
-def _syntactic_move(text: str) -> tuple[int, int] | None:
-    m = _NIM_MOVE.fullmatch(text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
+class NimMoveAnswer(TokenAnswer):
+    """The answer contract of a Nim move (see the module docstring): a `TokenAnswer` whose
+    pattern is the move grammar and whose value is a `NimMove`. Legality (the heap exists and
+    holds the stones) is `parse_nim_move`'s."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(pattern=_MOVE_GRAMMAR, name="your move: heap number and stones to take",
+                         labels=("answer", "move"), verbs=GAME_VERBS, **kwargs)
+        self.normalize = self._move
+        self.example = NimMove(2, 3)
+        self.context = f"{self.context} {self.instruction()}".strip()
+
+    def _move(self, text: str) -> NimMove | None:
+        m = self.pattern.fullmatch(text)
+        if m is None:
+            return None
+        heap = m.group("h1") or m.group("h2") or m.group("h3")
+        count = m.group("c1") or m.group("c2") or m.group("c3")
+        return NimMove(int(heap), int(count))
+
+    def parse(self, text: str) -> NimMove | None:
+        return self._move(strip_decoration(text))
+
+    def instruction(self, *, brief: bool = False) -> str:
+        ex = self.example
+        return (f"Reply with the heap number and how many stones to take, e.g. '{ex}' takes "
+                f"{ex.count} stones from heap {ex.heap}.")
+
+    def describe(self) -> str:
+        ex = self.example
+        return (f"a move 'heap count' ('{ex}' takes {ex.count} stones from heap {ex.heap}; also "
+                f"'heap {ex.heap} take {ex.count}', 'take {ex.count} from heap {ex.heap}')")
 
 
-def parse_nim_move(text: str, heaps: tuple[int, ...]) -> tuple[tuple[int, int] | None, str]:
-    """((heap, count) with a 1-based heap, "ok") for a reply naming one legal move on `heaps`,
-    else (None, reason); see the module docstring. Never raises on any str."""
-    if len(text) > _MAX_READ_CHARS:
-        return None, "too_long"
-    if "\ufffd" in text:
-        return None, "invalid_text"
-    stripped = text.strip()
-    if not stripped:
-        return None, "empty"
-    m = _NIM_MOVE.fullmatch(stripped)
-    if m is None:  # prose around the move: the final move line counts (llm_gym.grading.final)
-        final = final_answer(stripped, _syntactic_move)
-        if not final.ok:
-            if final.status in ("conflicting", "hedged"):
-                return None, final.status
-            return None, "conflicting" if len(_DIGIT_RUN.findall(stripped)) > 2 else "malformed"
-        heap, count = final.value
-    else:
-        heap, count = int(m.group(1)), int(m.group(2))
+# What a move is, in every Nim id.
+NIM_MOVE = NimMoveAnswer(context="Nim. On your turn take one or more stones from a single heap.")
+
+
+def parse_nim_move(text: str, heaps: tuple[int, ...]) -> tuple[NimMove | None, str]:
+    """(move with a 1-based heap, "ok") for a reply whose move (read through `NIM_MOVE`) is legal
+    on `heaps`, else (None, reason): the reading's status or the broken rule (see the module
+    docstring). Never raises on any str."""
+    reading = NIM_MOVE.read(text)
+    if not reading.ok:
+        return None, reading.status
+    heap, count = reading.value
     if not 1 <= heap <= len(heaps):
         return None, "out_of_range"
     if count == 0:
@@ -89,7 +126,7 @@ def parse_nim_move(text: str, heaps: tuple[int, ...]) -> tuple[tuple[int, int] |
         return None, "empty_heap"
     if count > heaps[heap - 1]:
         return None, "too_many"
-    return (heap, count), "ok"
+    return reading.value, "ok"
 
 
 def mover_wins(heaps: tuple[int, ...], misere: bool) -> bool:
@@ -153,6 +190,9 @@ class NimRules:
     def max_moves(self, state: NimState) -> int:
         return sum(state.heaps)
 
+    def answer_contract(self, state: NimState) -> NimMoveAnswer:
+        return NIM_MOVE
+
     def render(self, state: NimState) -> str:
         return "\n".join(f"Heap {i + 1}: {h}" for i, h in enumerate(state.heaps))
 
@@ -167,9 +207,7 @@ class NimRules:
         lead = f"Opponent took {last_move[1]} from heap {last_move[0]}.\n" if last_move else ""
         return (
             f"Nim. On your turn take one or more stones from a single heap. {self._rule_text()}\n"
-            f"{lead}{self.render(state)}\n"
-            "Reply with the heap number and how many stones to take, e.g. '2 3' takes 3 stones "
-            "from heap 2."
+            f"{lead}{self.render(state)}\n{NIM_MOVE.instruction()}"
         )
 
     def update(self, state: NimState, seat: int, last_move: tuple[int, int]) -> str:
@@ -216,10 +254,12 @@ class NimSource(GameSource):
             "Nim against a scripted opponent (random, or optimal by the nim-sum rule): heaps of "
             "stones, one a line ('Heap 2: 5'); each turn take stones from one heap; normal play "
             "(last stone wins) or misere (last stone loses). The model moves first and replies "
-            "'heap count' ('2 3' takes 3 from heap 2) on a line of its own (reasoning around it "
-            "is fine; the final move line counts): two different moves, a hedge once a move is "
-            "stated, a move only in prose, taking 0, an empty or missing heap, too many stones or "
-            "a reply over 4096 characters is an illegal move. By default start positions are first-player "
+            "'heap count' ('2 3' takes 3 from heap 2; also 'heap 2 take 3', 'take 3 from heap 2'), "
+            "read under the one answer policy (llm_gym.grading.POLICY): the last 'Move:'/'Answer:' "
+            "declaration, else the last line stating a move, parsed completely. No move read "
+            "('1 1 or 2 1'), a second declared move with another value, taking 0, an empty or "
+            "missing heap, too many stones or a reply over 256 characters is an illegal move. "
+            "By default start positions are first-player "
             "wins, so perfect play always wins. Multi-turn with the prefix property; the self-play version is "
             "llm/SelfPlayNim-v0."
         ),
@@ -241,6 +281,8 @@ class NimSource(GameSource):
             "max_turns": "model moves before the game is cut (scored 0), 1 to "
             "ceil(num_heaps*max_heap/2) (default the whole game)",
         },
+        answer_contract="Nim move 'heap count' (NimMoveAnswer, a TokenAnswer with the move grammar, "
+        "labels 'answer'/'move'); the prompt asks for '2 3' (takes 3 stones from heap 2)",
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=[
@@ -307,10 +349,12 @@ class NimSource(GameSource):
             ScriptedCase("too many stones", "adversarial", too_many, -1.0, bad),
             ScriptedCase("take from an empty heap", "adversarial", empty_then_take, -1.0, bad,
                          knobs={"num_heaps": 3}, note="empties the smallest heap, then takes from it"),
-            ScriptedCase("two moves", "adversarial", lambda env, ob: "1 1\n2 1", -1.0, bad),
+            ScriptedCase("two declared moves", "adversarial", lambda env, ob: "Move: 1 1\nMove: 2 1",
+                         -1.0, bad),
             ScriptedCase("hedge", "adversarial", lambda env, ob: "1 1 or 2 1", -1.0, bad),
-            ScriptedCase("move in prose", "adversarial",
-                         lambda env, ob: "I take 1 stone from heap 1.", -1.0, bad),
+            ScriptedCase("three numbers", "adversarial", lambda env, ob: "1 1 1", -1.0, bad),
+            ScriptedCase("a heap's size echoed", "adversarial",
+                         lambda env, ob: f"Heap 1: {env.state.heaps[0]}", -1.0, bad),
             ScriptedCase("format only", "adversarial", lambda env, ob: "heap count", -1.0, bad),
             ScriptedCase("one number", "adversarial", lambda env, ob: "1", -1.0, bad),
             ScriptedCase("empty reply", "adversarial", lambda env, ob: "", -1.0, bad),

@@ -7,12 +7,14 @@ its number, a taken one its mark. After X in the centre and O in the corner:
     4|X|6
     7|8|9
 
-The model moves by replying with the number of a free cell (a bare "5", "five", "Answer: 5",
-"My move: 5" or a sentence with exactly one number all work), read by
-`llm_gym.grading.extract_single_integer` under the policy in `llm_gym.grading`'s docstring: a reply
-naming two different cells ("5 or 9", "5, then 9", "5. Actually 9", a second marker behind
-look-alike letters or zero-width characters, "5<|pad|>9") is not a move but an illegal one
-(status "conflicting"). X always moves first; the model is X when it moves first.
+The model moves by replying with the number of a free cell, read through the answer contract
+`CELL` (`envs_catalog.games.moves.BoardMove`: an integer, digits or words, optionally after
+"cell") under the one answer policy (`llm_gym.grading.POLICY`): the last declaration ("Move: 5",
+"My move is cell 5", "Answer: five", `\\boxed{5}`), else the reply's last line stating a number
+("5", "I'll take 5"), parsed completely. A read that is not one number ("5 or 9", "5, then 9")
+is an illegal move (status "malformed"), and so is a second declared move with a different value
+("conflicting"); text outside the declaration is not read. X always moves first; the model is X
+when it moves first.
 
 Single-agent rewards (`TicTacToeSource`), given on the last step, all other steps 0:
 win +1, draw 0, loss -1. An illegal move (no single number, a number outside 1-9, an occupied
@@ -54,10 +56,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from envs_catalog.games.moves import BoardMove, read_integer_move
 from envs_catalog.games.two_player import DRAW, SelfPlayGroupBuilder
 from llm_gym.authoring import check_choice, check_float, check_int, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import extract_single_integer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer
 from llm_gym.renderers.continuation import Continuation
@@ -73,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
 }
 OUTCOMES = ("win", "draw", "loss", "illegal_move", "context_exceeded")
 _CELL_WORDS = "zero one two three four five six seven eight nine".split()
+# What a move is, in every tic-tac-toe id: the number of a cell (whether it is free is the rules').
+CELL = BoardMove(noun="cell", verb="take", low=1, high=9,
+                 context="Tic-tac-toe. Free cells show their number.")
 
 
 # --- rules ---------------------------------------------------------------------------------
@@ -126,11 +131,12 @@ def optimal_moves(board: str, mark: str) -> tuple[int, ...]:
 
 
 def read_cell(text: str, board: str) -> tuple[int | None, str]:
-    """(cell, "ok") for a reply naming one free cell of `board`, else (None, reason): the reader's
-    status ("conflicting", "no_answer", ...), "out_of_range" or "occupied"."""
-    cell, status = extract_single_integer(text)
+    """(cell, "ok") for a reply naming one free cell of `board`, else (None, reason): the
+    contract's status ("malformed", "conflicting", "no_answer", ...; `read_integer_move`),
+    "out_of_range" or "occupied"."""
+    cell, status = read_integer_move(CELL, text)
     if cell is None:
-        return None, status.value
+        return None, status
     if not 1 <= cell <= 9:
         return None, "out_of_range"
     if board[cell - 1] != " ":
@@ -140,7 +146,7 @@ def read_cell(text: str, board: str) -> tuple[int | None, str]:
 
 def parse_move(renderer: Renderer, action: Sequence[int], board: str) -> tuple[int | None, str, str]:
     """(cell or None if illegal, reason, response text) for an action on `board`. Special tokens
-    inside the reply read as line breaks, so "5<|pad|>9" names two cells, not cell 59."""
+    inside the reply read as line breaks, so "5<|pad|>9" is never cell 59."""
     message, termination = renderer.parse_response(action)
     text = str(message.get("content", ""))
     if not termination.is_clean:
@@ -164,7 +170,7 @@ def intro_text(mark: str, board: str, last_move: int | None, *, first_person: bo
     lead = f"{'I' if first_person else 'Opponent'} played {last_move}.\n" if last_move is not None else ""
     return (
         f"Tic-tac-toe. You are {mark}, {them} {other(mark)}. Free cells show their number.\n"
-        f"{lead}{render_board(board)}\nReply with the number of the cell you take."
+        f"{lead}{render_board(board)}\n{CELL.instruction()}"
     )
 
 
@@ -205,6 +211,9 @@ class TicTacToeRules:
 
     def max_moves(self, board: str) -> int:
         return len(free_cells(board))
+
+    def answer_contract(self, board: str) -> BoardMove:
+        return CELL
 
     def render(self, board: str) -> str:
         return render_board(board)
@@ -255,6 +264,11 @@ class TicTacToeEnv(Env):
     @property
     def stop_condition(self) -> StopCondition:
         return self.renderer.get_stop_sequences()
+
+    @property
+    def answer_contract(self) -> BoardMove:
+        """What a move is (`CELL`); whether the cell is free is checked after reading."""
+        return CELL
 
     def _opponent_move(self) -> int:
         cell = _RULES.opponent_move(self.board, self._rng, self.opponent)
@@ -321,18 +335,20 @@ class TicTacToeSource(EnvSource):
         description=(
             "Tic-tac-toe against a scripted opponent (random or minimax-optimal). The board is "
             "three rows like 'X|2|3' where free cells show their number; the model replies with "
-            "the number of a free cell, in digits or words, bare or after a marker ('My move: 5'); "
-            "a reply naming two different cells (a hedge, a later correction, a second marker "
-            "hidden by look-alike letters or zero-width characters) is an illegal move (answer "
-            "policy: llm_gym.grading). Multi-turn with the prefix property. A self-play group "
+            "the number of a free cell (digits or words, optionally after 'cell'), read under the "
+            "one answer policy (llm_gym.grading.POLICY): the last 'Move:'/'Answer:' declaration, "
+            "\\boxed{}, else the last line stating a number ('I'll take 5'), parsed completely, so "
+            "'5 or 9' is an illegal move, and so is a second declared move with another value. "
+            "Multi-turn with the prefix property. A self-play group "
             "builder (TicTacToeSelfPlayGroupBuilder) pits two rollouts of the policy against "
             "each other in one shared game."
         ),
         multi_turn=True,
         reward_range=(-1.0, 1.0),
         reward_meaning=(
-            "On the last step: win +1, draw 0, loss -1; an illegal, unparseable or conflicting "
-            "move scores illegal_reward (-1) and ends the game, and so does a reply that would "
+            "On the last step: win +1, draw 0, loss -1; an illegal move (no single number read, "
+            "two declared moves that differ, a cell outside 1-9 or taken) scores illegal_reward "
+            "(-1) and ends the game, and so does a reply that would "
             "take the next observation past max_context_tokens (metric context_exceeded). "
             "Self-play: group reward winner +1, loser -1, draw 0."
         ),
@@ -346,6 +362,8 @@ class TicTacToeSource(EnvSource):
             "would pass it forfeits the game (scored illegal_reward, stop context_exceeded), "
             "256-1000000 (default 4096)",
         },
+        answer_contract="cell number 1-9 (BoardMove, an IntegerAnswer labelled 'answer'/'move'/'cell'); "
+        "the prompt asks 'Reply with the number of the cell you take.'",
         data_source="generated on the fly from the seed (no dataset)",
         license="Apache-2.0 (generated data)",
         example_episode=[
@@ -380,10 +398,11 @@ class TicTacToeSource(EnvSource):
         """Gold: the minimax player, whose range is stated per opponent: it draws every game
         against the optimal opponent ([0, 0]: perfect play draws, so no player can do better) and
         never loses to the random one ([0, 1]: a random opponent can still stumble into a draw).
-        Adversarial, each an illegal move on the first bad reply, so the return is exactly
-        illegal_reward: an occupied cell, cells 0 and 10, two moves, a hedge in digits and in
-        words, a correction, two markers, a move in prose with another number, every free cell
-        at once, no move, an empty reply."""
+        Adversarial, each an illegal move on the first bad reply under the one answer policy,
+        so the return is exactly illegal_reward: an occupied cell, cells 0 and 10, a backup move
+        declared after the move, a hedge in digits and in words, a correction on the read line,
+        two markers, a move in prose with another number, every free cell at once, no move, an
+        empty reply."""
         bad = self.illegal_reward
 
         def two_free(env: TicTacToeEnv) -> tuple[int, int]:
@@ -417,7 +436,7 @@ class TicTacToeSource(EnvSource):
             case("occupied cell", occupied),
             case("cell 0", lambda env, ob: "0"),
             case("cell 10", lambda env, ob: "10"),
-            case("two moves", two("{}\n{}")),
+            case("backup move declared", two("Move: {}\nMy backup move is {}.")),
             case("hedge", two("{} or {}")),
             case("hedge in words", words),
             case("correction", two("{}. Actually {}.")),

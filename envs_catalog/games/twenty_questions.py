@@ -5,6 +5,16 @@ set of yes/no attributes: kind, animal class, size, habitat, material, use, colo
 turn the model asks one question; the answerer replies "Yes.", "No." or "I can't answer that.".
 The model wins by naming the item: "Is it a penguin?", "Guess: penguin", "It's a penguin.".
 
+Each reply is read through the answer contract `TwentyQuestionsMove`
+(`TwentyQuestionsEnv.answer_contract`) under the one answer policy (`llm_gym.grading.POLICY`): a
+guess (`Guess`) is the last declaration ("Guess: penguin", "My answer is a penguin") or, with
+none, the reply's last line naming an item, and it must be one item in the guess grammar ("Is it
+a penguin?", "a penguin", "It's a penguin.", "I think it is a penguin"). A read line that names
+one item in any other form ("Is it bigger than a cat?", "Could it be a cat?") is a question
+(`Question`) about a named thing; a read line naming two or more items is no move ("Is it a cat
+or a dog?": naming two things at once is not allowed); a reply that names no item is a question,
+its whole text. Text outside the declaration is not read.
+
 Who answers. The env itself handles guesses (so no answerer can be talked into declaring a win)
 and hands every other question to an answerer, a `llm_gym.completers.MessageCompleter` called
 with two messages — a system message naming the secret and the rules, then the question as a user
@@ -20,11 +30,11 @@ difficulty knob and not JSON, so registered specs never set it); a group builder
 policy being trained to answer for its own group builds the factory per group the same way.
 
 Invalid turns (they cost a turn and `invalid_penalty`): an empty reply, one over
-`max_question_chars`, an unreadable one (non-ASCII letters, control characters, invalid UTF-8, a
-truncated reply) and a reply naming two or more items ("Is it a cat or a dog?"): several guesses
-in one turn get no credit even when one is right. A wrong single guess is a valid turn ("No, it is
-not a cat."). A reply naming one item in any other form ("Is it bigger than a cat?") is answered
-"I can't answer that." Rewards: +1 for naming the item (the episode ends), 0 per other valid
+`max_question_chars`, an unreadable one (invalid UTF-8, bidirectional overrides, a truncated
+reply), a read line naming two or more items and two declared guesses that differ (status
+"several_guesses"): several guesses in one turn get no credit even when one is right. A wrong
+single guess is a valid turn ("No, it is not a cat."). A question naming an item is answered "I
+can't answer that." Rewards: +1 for naming the item (the episode ends), 0 per other valid
 turn, -invalid_penalty per invalid one, so the return lies in [-invalid_penalty * max_turns, 1];
 out-of-vocabulary ids end the episode with the penalty. Held-out split: items ranked by a hash of
 their name; the first tenth (at least one) are "test". Gold: `solver_question`, which asks about
@@ -35,6 +45,7 @@ left; it finds every item within 12 turns.
 from __future__ import annotations
 
 import functools
+import random
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -47,7 +58,9 @@ from envs_catalog.games._turns import (
 from llm_gym.authoring import check_float, check_int, hash_key
 from llm_gym.completers import MessageCompleter
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.final import final_answer
+from llm_gym.grading import Reading, TokenAnswer
+from llm_gym.grading.normalize import visible_text
+from llm_gym.grading.quantity import strip_decoration
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -198,11 +211,10 @@ _FEATURE_RES = {name: _phrase_regex(phrases) for name, (_q, phrases) in FEATURES
 _NAMES = sorted(TAXONOMY, key=len, reverse=True)
 _NAME_RE = re.compile(_WORD + "(" + "|".join(map(re.escape, _NAMES)) + ")" + _END)
 _NEGATION = re.compile(r"(?<![a-z])(?:not|no|never|neither|nor)(?![a-z])|n't")
-_GUESS_FORM = re.compile(
-    r"(?:(?:is\s+it|is\s+this|it\s+is|it's|it\s+must\s+be|i\s+think\s+it\s+is|i\s+think\s+it's|"
-    r"the\s+answer\s+is|(?:my\s+)?(?:final\s+)?(?:guess|answer)(?:\s+is)?\s*:?)\s+)?"
-    r"(?:(?:an?|the)\s+)?(?P<name>[a-z]+)\s*[?.!]?"
-)
+# The grammar of a guess once the policy has taken its declaration or lead-in off ("Guess:",
+# "It's", "I think it is"): the inverted question, an article, one item's name.
+_GUESS_GRAMMAR = (r"(?:is[ \t]+(?:it|this)[ \t]+)?(?:(?:an?|the)[ \t]+)?"
+                  r"(?P<name>" + "|".join(map(re.escape, _NAMES)) + r")[ \t]*\??")
 
 
 def features_in(question: str) -> set[str]:
@@ -215,24 +227,88 @@ def names_in(text: str) -> set[str]:
     return {m.group(1) for m in _NAME_RE.finditer(text)}
 
 
-def read_guess(text: str) -> str | None:
-    """The item a reply names when it is just a guess ("Is it a penguin?", "Guess: penguin"),
-    else None (`text` lowercased ASCII, stripped)."""
-    name = _guess_form(text)
-    return name if name in TAXONOMY else None
-
-
-def _guess_form(text: str) -> str | None:
-    """The name a line guesses, in the form of a guess, whether or not it is an item."""
-    m = _GUESS_FORM.fullmatch(text.strip().strip("*`\"'").strip())
-    return m.group("name") if m else None
-
-
 def with_article(name: str) -> str:
     """ "a penguin", "an owl", "scissors" (a plural noun takes none)."""
     if name.endswith("ss") or name == "scissors":
         return name
     return ("an " if name[0] in "aeiou" else "a ") + name
+
+
+@dataclass(frozen=True)
+class Guess:
+    """A move that names one item of `TAXONOMY`; written as its name."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Question:
+    """A move that is a question (for the answerer, or, naming an item, answered "I can't
+    answer that.")."""
+
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class TwentyQuestionsMove(TokenAnswer):
+    """The answer contract of a Twenty Questions turn (see the module docstring): a `Guess` read
+    like a token whose grammar is `_GUESS_GRAMMAR`, declared with "Guess:"/"Answer:" or stated
+    on the reply's last line naming an item; a read line naming one item in another form, or a
+    reply naming none, is a `Question`; a read line naming two items is malformed."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(pattern=_GUESS_GRAMMAR, name="a question or a guess", labels=("answer", "guess"),
+                         verbs=("guess", "say", "name"), normalize=self._guess, **kwargs)
+        self.example = "penguin"
+
+    def _guess(self, text: str) -> Guess | None:
+        m = self.pattern.fullmatch(text)
+        return Guess(m.group("name").lower()) if m else None
+
+    def parse(self, text: str) -> Guess | None:
+        return self._guess(strip_decoration(text))
+
+    def mentions(self, text: str) -> bool:
+        return bool(names_in(text.lower()))
+
+    def read_slot(self, slot: str) -> Guess | Question | None:
+        value = super().read_slot(slot)
+        if value is None and len(names_in(slot.lower())) == 1:
+            return Question(slot.strip())
+        return value
+
+    def read(self, reply: str) -> Reading:
+        reading = super().read(reply)
+        if reading.status == "no_answer":  # no item named where the policy reads: a question
+            visible = visible_text(reply)
+            text = visible.strip() if isinstance(visible, str) else ""
+            return Reading("ok", Question(text), text, "whole")
+        return reading
+
+    def as_question(self, name: str) -> str:
+        """A guess of `name` in the question form ("Is it a penguin?")."""
+        return f"Is it {with_article(name)}?"
+
+    def instruction(self, *, brief: bool = False) -> str:
+        ex = self.example
+        return (f"To win, name it: '{self.as_question(ex)}' or 'Guess: {ex}'. A wrong guess uses a "
+                "turn; naming two things at once is not allowed.")
+
+    def describe(self) -> str:
+        ex = self.example
+        return (f"a yes/no question, or a guess naming one item ('{self.as_question(ex)}', "
+                f"'Guess: {ex}')")
+
+
+# What a turn is, with the game's words a guess's lead-in may use ("I think it is a penguin");
+# an env's contract adds its reply cap.
+_CONTEXT = "I am thinking of an animal, a plant or a man-made object."
+MOVE = TwentyQuestionsMove(context=_CONTEXT)
 
 
 def normalise_answer(reply: str) -> str:
@@ -294,12 +370,11 @@ def candidates_after(history: Sequence[tuple[str, str]]) -> list[str]:
     questions remove what they rule out)."""
     names = list(TAXONOMY)
     for question, answer in history:
-        folded = (fold_reply(question) or "").lower()
-        guessed = read_guess(folded)
-        if guessed is not None:
-            names = [n for n in names if n != guessed]
+        move = MOVE.read(question).value
+        if isinstance(move, Guess):
+            names = [n for n in names if n != move.name]
             continue
-        asked = features_in(folded)
+        asked = features_in((fold_reply(question) or "").lower())
         if answer in (YES, NO) and len(asked) == 1:
             feature = next(iter(asked))
             names = [n for n in names if (feature in TAXONOMY[n]) == (answer == YES)]
@@ -312,10 +387,10 @@ def solver_question(history: Sequence[tuple[str, str]]) -> str:
     order)."""
     names = candidates_after(history)
     if len(names) <= 1:
-        return f"Is it {with_article(names[0])}?" if names else "Is it a dog?"
+        return MOVE.as_question(names[0] if names else "dog")
     best = min(FEATURES, key=lambda f: abs(2 * sum(f in TAXONOMY[n] for n in names) - len(names)))
     if all(best in TAXONOMY[n] for n in names) or not any(best in TAXONOMY[n] for n in names):
-        return f"Is it {with_article(names[0])}?"  # indistinguishable (the taxonomy test forbids it)
+        return MOVE.as_question(names[0])  # indistinguishable (the taxonomy test forbids it)
     return FEATURES[best][0]
 
 
@@ -324,8 +399,7 @@ def intro_text(max_turns: int, max_chars: int, example: tuple[str, str] | None) 
     text = (
         "Let's play Twenty Questions. I am thinking of an animal, a plant or a man-made object. "
         "Ask one yes/no question per turn (for example 'Is it an animal?' or 'Can it fly?') and "
-        "I answer Yes, No or I can't answer that. To win, name it: 'Is it a penguin?' or "
-        f"'Guess: penguin'. A wrong guess uses a turn; naming two things at once is not allowed. "
+        f"I answer Yes, No or I can't answer that. {MOVE.instruction()} "
         f"You have {max_turns} turns; keep each question to at most {max_chars} characters."
     )
     if example is not None:
@@ -338,49 +412,54 @@ def intro_text(max_turns: int, max_chars: int, example: tuple[str, str] | None) 
 
 
 class TwentyQuestionsEnv(TurnGameEnv):
-    rules_reminder = "Ask one yes/no question, or name one thing: 'Is it a penguin?'."
+    """One game; `contract` (a `TwentyQuestionsMove`) reads every turn."""
+
+    rules_reminder = f"Ask one yes/no question, or name one thing: '{MOVE.as_question(MOVE.example)}'."
 
     def __init__(self, renderer: Renderer, item: Item, intro: str, *, answerer: MessageCompleter,
-                 max_question_chars: int, **kwargs: Any) -> None:
+                 max_question_chars: int, contract: TwentyQuestionsMove | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(renderer, intro, max_reply_chars=max_question_chars, **kwargs)
         self.item = item
         self.secret = self.answer = item.name
         self.answerer = answerer
+        self.contract = contract or TwentyQuestionsMove(context=_CONTEXT, max_chars=max_question_chars)
         self.history: list[tuple[str, str]] = []  # (question, answer) of the valid turns
+
+    @property
+    def answer_contract(self) -> TwentyQuestionsMove:
+        return self.contract
 
     def final_logs(self) -> dict[str, Any]:
         return {"secret": self.item.name, "history": [f"{q} -> {a}" for q, a in self.history]}
 
     async def judge(self, text: str) -> Turn:
-        folded = fold_reply(text)
-        if folded is None:
-            return Turn(INVALID, f"I can't read that. {self.rules_reminder}", "unreadable")
-        if not folded:
+        reading = self.contract.read(text)
+        if reading.status == "empty":
             return Turn(INVALID, f"You said nothing. {self.rules_reminder}", "empty")
-        lowered = folded.lower()
-        named = names_in(lowered)
-        if len(named) > 1:
+        if reading.status == "conflicting" or len(names_in(reading.text.lower())) > 1:
             return Turn(INVALID, f"Name one thing at a time. {self.rules_reminder}",
                         "several_guesses")
-        guess = read_guess(lowered) if named else None
-        if named and guess is None:  # reasoning around the guess: its final line counts
-            final = final_answer(lowered, _guess_form)  # any guessed name, known or not
-            guess = final.value if final.ok and final.value in TAXONOMY else None
-        if guess is not None:
-            self.history.append((folded, NO if guess != self.item.name else YES))
-            if guess == self.item.name:
+        if not reading.ok:
+            return Turn(INVALID, f"I can't read that. {self.rules_reminder}", reading.status)
+        move = reading.value
+        if isinstance(move, Guess):
+            self.history.append((self.contract.as_question(move.name),
+                                 YES if move.name == self.item.name else NO))
+            if move.name == self.item.name:
                 return Turn(SOLVED, "", "ok")
-            return Turn(VALID, f"No, it is not {with_article(guess)}.", "wrong_guess")
-        if named:
+            return Turn(VALID, f"No, it is not {with_article(move.name)}.", "wrong_guess")
+        question = move.text
+        if names_in(question.lower()):  # a question about a named thing is no guess
             answer, status = CANT, "mentions_object"
         else:
             reply = await self.answerer([
                 {"role": "system", "content": answerer_prompt(self.item)},
-                {"role": "user", "content": folded},
+                {"role": "user", "content": question},
             ])
             answer = normalise_answer(str(reply.get("content", "")))
             status = "unanswerable" if answer == CANT else "ok"
-        self.history.append((folded, answer))
+        self.history.append((question, answer))
         return Turn(VALID, answer, status)
 
 
@@ -400,8 +479,13 @@ class TwentyQuestionsSource(EnvSource):
             "material, use, colour, ...) by keyword and answers from the taxonomy; any "
             "MessageCompleter can replace it (answerer_factory), its replies cut to "
             "Yes/No/can't. The model wins by naming the item ('Is it a penguin?', 'Guess: "
-            "penguin'); guesses are judged by the env, never the answerer, and naming two items "
-            "in one turn is invalid. The intro shows one worked question on a random item of "
+            "penguin'); guesses are judged by the env, never the answerer. A turn is read under the "
+            "one answer policy (llm_gym.grading.POLICY): a guess is the last 'Guess:'/'Answer:' "
+            "declaration, else the last line naming an item, parsed completely as one item's name "
+            "('Is it a penguin?', 'It's a penguin.'); a read line naming two items or two declared "
+            "guesses that differ is an invalid turn, a line naming one item in another form is a "
+            "question answered 'I can't answer that.', a reply naming none is a question. The "
+            "intro shows one worked question on a random item of "
             "the same split. Prefix property: a game is one datum. An attribute-bisecting "
             "questioner finds every item within 12 turns."
         ),
@@ -411,7 +495,8 @@ class TwentyQuestionsSource(EnvSource):
             "Episode return: +1 for naming the hidden item (any turn), 0 for running out of "
             "turns (questions and wrong single guesses cost nothing but a turn), minus "
             "invalid_penalty (0.05) for each invalid turn (empty, over max_question_chars, "
-            "unreadable or truncated, or naming two or more items); out-of-vocabulary tokens end "
+            "unreadable or truncated, a read line naming two or more items, two declared guesses "
+            "that differ); out-of-vocabulary tokens end "
             "the game with that penalty, and so does a turn that would pass max_context_tokens. "
             "Range [-invalid_penalty*max_turns, 1]."
         ),
@@ -425,6 +510,8 @@ class TwentyQuestionsSource(EnvSource):
             "max_context_tokens": "the game ends (stop reason context_exceeded) rather than let "
             "an observation grow past this many tokens, 512-1000000 (default 8192)",
         },
+        answer_contract="a question or a guess naming one item (TwentyQuestionsMove, a TokenAnswer "
+        "whose grammar is 'Is it a penguin?' / 'a penguin', labels 'answer'/'guess')",
         data_source=(
             "a taxonomy of ~100 items and 46 attributes written for this module "
             "(envs_catalog.games.twenty_questions.TAXONOMY)"
@@ -463,6 +550,7 @@ class TwentyQuestionsSource(EnvSource):
         self.continuation = Continuation(renderer)
         self._intros = IntroCache(self.continuation)
         self.items = items_of(split)
+        self.contract = TwentyQuestionsMove(context=_CONTEXT, max_chars=self.max_question_chars)
 
     @property
     def reward_range(self) -> tuple[float, float]:
@@ -478,16 +566,43 @@ class TwentyQuestionsSource(EnvSource):
         intro = intro_text(self.max_turns, self.max_question_chars, example)
         return TwentyQuestionsEnv(
             self.renderer, item, intro, answerer=self.answerer_factory(item),
-            max_question_chars=self.max_question_chars, max_turns=self.max_turns,
+            max_question_chars=self.max_question_chars, contract=self.contract, max_turns=self.max_turns,
             invalid_penalty=self.invalid_penalty, max_context_tokens=self.max_context_tokens,
             continuation=self.continuation, intro_ob=self._intros.get(intro),
         )
 
+    def attack_replies(self, env: TwentyQuestionsEnv, observation: str, rng: random.Random) -> list[Any]:
+        """Attack replies naming other items (`llm_gym.checks.attacks` finds no other value of a
+        guess by itself): wrong guesses, two items in one move, a second declared guess, another
+        item after the read line -- no credit; another item in prose outside a declaration --
+        credit. Each `Attack`'s verdict follows from the one answer policy."""
+        from llm_gym.checks.attacks import Attack
+
+        name = env.item.name
+        others = rng.sample([n for n in sorted(TAXONOMY) if n != name], 3)
+        item, q = with_article(name), self.contract.as_question
+        out = []
+        for o in others:
+            other = with_article(o)
+            out += [
+                Attack(q(o), False, "wrong value", "another item asked"),
+                Attack(f"Guess: {o}", False, "wrong value", "another item declared"),
+                Attack(f"Is it {item} or {other}?", False, "second value in slot", "two items asked", True),
+                Attack(f"Guess: {name}, {o}", False, "second value in slot", "two items declared", True),
+                Attack(f"Guess: {name}\nGuess: {o}", False, "second declaration", "gold then other", True),
+                Attack(f"My guess is {other}.\nAnswer: {name}", False, "second declaration", "other then gold", True),
+                Attack(f"{q(name)}\nOr is it {other}?", False, "prose after a statement", "another item asked after"),
+                Attack(f"I first thought of {other}.\n\nGuess: {name}", True, "prose around", "item in working"),
+                Attack(f"Maybe {other}? No.\n{q(name)}", True, "prose around", "item on an earlier line"),
+            ]
+        return out
+
     def scripted_cases(self) -> list[ScriptedCase]:
-        """Gold: the attribute-bisecting questioner; naming the item at once. Adversarial:
-        "Is it X or Y?" with the item among them, a list of every item, a reward claim, an
-        empty reply, an over-long question, the item hidden in a comparison, a look-alike
-        spelling, a wrong guess repeated — none scores above 0."""
+        """Gold: the attribute-bisecting questioner; naming the item at once. Adversarial, under
+        the one answer policy: "Is it X or Y?" with the item among them, two declared guesses
+        (the item first), a list of every item, a reward claim, an empty reply, an over-long
+        question, the item hidden in a comparison, the item doubted ("Could it be a ...?"), a
+        wrong guess repeated — none scores above 0."""
         lo = -self.invalid_penalty * self.max_turns
 
         def solver(env: TwentyQuestionsEnv, ob: str) -> str:
@@ -512,9 +627,11 @@ class TwentyQuestionsSource(EnvSource):
                          lo, 0.0),
             ScriptedCase("hidden in a comparison", "adversarial",
                          lambda env, ob: f"Is it bigger than a {env.item.name}?", lo, 0.0),
-            ScriptedCase("look-alike spelling", "adversarial",
-                         lambda env, ob: f"Is it a {env.item.name[0]}\u200b{env.item.name[1:]}?",
+            ScriptedCase("two declared guesses", "adversarial",
+                         lambda env, ob: f"Guess: {env.item.name}\nMy backup guess is {other(env)}.",
                          lo, 0.0),
+            ScriptedCase("doubted", "adversarial",
+                         lambda env, ob: f"Could it be {with_article(env.item.name)}?", lo, 0.0),
             ScriptedCase("wrong guess", "adversarial",
                          lambda env, ob: f"Is it a {other(env)}?", 0.0, 0.0),
         ]

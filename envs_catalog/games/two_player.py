@@ -1,7 +1,10 @@
 """Two-player board games as text envs: the rules protocol, play vs a scripted opponent, self-play.
 
-A game is a `TwoPlayerRules` object (legal moves, apply, result, move reader, per-seat prompts and
-scripted opponents) over an immutable state; seat 0 moves first. Three things are built on it,
+A game is a `TwoPlayerRules` object (legal moves, apply, result, the answer contract a move is
+read through and the move reader on it, per-seat prompts and scripted opponents) over an
+immutable state; seat 0 moves first. Every reply is read under the one answer policy
+(`llm_gym.grading.POLICY`) by the contract `rules.answer_contract(state)`, which both seat envs
+expose as `answer_contract`; legality is the rules' business. Three things are built on it,
 once for every game (`ConnectFourRules`, `NimRules` and `TicTacToeRules`, each in its game's module
 of `envs_catalog.games`; the self-play ids in `envs_catalog.multiagent.selfplay` import them):
 
@@ -43,6 +46,7 @@ import numpy as np
 
 from llm_gym.authoring import check_choice, check_float, check_int, child_seed
 from llm_gym.env_source import EnvSource
+from llm_gym.grading import AnswerContract
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer
 from llm_gym.renderers.continuation import Continuation
@@ -69,8 +73,10 @@ class TwoPlayerRules(Protocol):
     - `legal_moves(state)`: the moves available to the seat to move (non-empty until the end).
     - `apply(state, move)`: the state after the seat to move plays a legal `move`.
     - `result(state)`: the winning seat, `DRAW`, or None while the game goes on.
-    - `parse_move(text, state)`: `(move, "ok")` for a reply naming one legal move, else
-      `(None, reason)`; never raises, never guesses (a strict reader).
+    - `answer_contract(state)`: what a move is (an `llm_gym.grading.AnswerContract`), the
+      prompt's instruction and the reader of `parse_move`.
+    - `parse_move(text, state)`: `(move, "ok")` for a reply whose move, read through
+      `answer_contract(state)`, is legal, else `(None, reason)`; never raises.
     - `intro(state, seat, last_move)` / `update(state, seat, last_move)`: the first prompt of
       `seat` (rules, board, answer format; `last_move` is the opponent's opening, or None) and
       the message after the opponent's `last_move`.
@@ -85,6 +91,7 @@ class TwoPlayerRules(Protocol):
     def legal_moves(self, state: State) -> Sequence[Move]: ...
     def apply(self, state: State, move: Move) -> State: ...
     def result(self, state: State) -> int | str | None: ...
+    def answer_contract(self, state: State) -> AnswerContract: ...
     def parse_move(self, text: str, state: State) -> tuple[Move | None, str]: ...
     def intro(self, state: State, seat: int, last_move: Move | None) -> str: ...
     def update(self, state: State, seat: int, last_move: Move) -> str: ...
@@ -146,6 +153,11 @@ class VersusEnv(Env):
     @property
     def stop_condition(self) -> StopCondition:
         return self.renderer.get_stop_sequences()
+
+    @property
+    def answer_contract(self) -> AnswerContract:
+        """What the reply the env waits for is (`rules.answer_contract` of the current state)."""
+        return self.rules.answer_contract(self.state)
 
     def _opponent_move(self) -> Move:
         move = self.rules.opponent_move(self.state, self._rng, self.opponent)
@@ -349,6 +361,11 @@ class SeatEnv(Env):
     @property
     def stop_condition(self) -> StopCondition:
         return self.renderer.get_stop_sequences()
+
+    @property
+    def answer_contract(self) -> AnswerContract:
+        """What this seat's next move is (`rules.answer_contract` of the shared game's state)."""
+        return self.match.rules.answer_contract(self.match.state)
 
     async def initial_observation(self) -> tuple[Observation, StopCondition] | InitialObservationOverflow:
         match = self.match

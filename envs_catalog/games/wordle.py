@@ -15,13 +15,16 @@ says so (about one in ten), else "train". The intro explains the marks on a work
 two secrets of the same split drawn independently of the game's secret (so it tells nothing about
 it, the first observation varies with the seed, and a train prompt never shows a test secret).
 
-The reply is read by `read_word_guess`, a strict reader: optional marker ("Guess:", "My guess
-is", "Answer:"), optional quotes/backticks/bold, one word of ASCII letters (any case; fullwidth
-letters are folded by NFKC), an optional final "." or "!". Several words, a hedge ("crane or
-slate"), digits, non-ASCII letters (look-alikes), special-token text or an empty reply are not a
-guess. An invalid turn — not one word, the wrong length, a word outside the list, a hard-mode
-violation (a revealed G letter moved or a Y letter left out, as in the real hard mode), a reply
-over `max_reply_chars`, a truncated reply — costs a turn and `invalid_penalty`.
+The reply is read through the answer contract `WordGuess` (`WordleEnv.answer_contract`: one word
+of 5 ASCII letters, any case) under the one answer policy (`llm_gym.grading.POLICY`): the last
+declaration ("Guess: crane", "My guess is CRANE.", "The word is crane"), else the reply's last
+line stating a 5-letter word ("crane", "I'll try crane"), parsed completely, so several words or
+a hedge ("crane or slate") is no guess, and a second declared guess with another word voids the
+turn; text outside the declaration is not read, and disguises (look-alike letters, zero-width or
+fullwidth characters) are read as shown (`llm_gym.grading.normalize`). An invalid turn — no
+guess read, a word outside the list, a hard-mode violation (a revealed G letter moved or a Y
+letter left out, as in the real hard mode), a reply over `max_reply_chars`, a truncated reply —
+costs a turn and `invalid_penalty`.
 
 Rewards per step (the return is their sum, in [-invalid_penalty * max_turns, 1]): +1 for the
 secret (the episode ends; `turns` records speed), 0 for a valid wrong word, -invalid_penalty for
@@ -43,12 +46,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from envs_catalog.games._turns import (
-    INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv, fold_reply,
-)
+from envs_catalog.games._turns import INVALID, SOLVED, VALID, IntroCache, Turn, TurnGameEnv
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading.final import strict_or_final
+from llm_gym.grading import TokenAnswer
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.continuation import Continuation
 from llm_gym.scripted import ScriptedCase
@@ -168,46 +169,25 @@ def secrets_of(split: str) -> tuple[str, ...]:
     return tuple(w for w in SECRET_WORDS if split_of(f"wordle:{w}") == split)
 
 
-_WORD_MARKER = re.compile(
-    r"(?:(?:my|the)\s+)?(?:final\s+)?(?:guess|answer|word)(?:\s+is)?\s*[:=]?\s*", re.IGNORECASE
-)
-_WRAP = "\"'`*_"
+# Verbs that may introduce a guess in a one-line statement ("I guess crane", "I'll try crane").
+GUESS_VERBS = ("guess", "try", "say", "play", "pick", "choose", "go")
 
 
-def read_word_guess(text: str) -> tuple[str | None, str]:
-    """(the word, "ok") for a reply committing to one word of ASCII letters, else (None, why):
-    "empty", "unreadable" (non-ASCII letters, control characters), "not_one_word" (several
-    words, digits, punctuation), or, for a reply with prose around its guess, the policy of
-    `llm_gym.grading.final`: the final guess line counts, another guess or a hedge once one is
-    stated is "conflicting" / "hedged". The word is lowercased; its length and membership in the
-    list are the env's business."""
-    folded = fold_reply(text)
-    if not folded:  # unreadable or empty: the strict reader says which
-        return _read_one_word(text)
-    return strict_or_final(folded, _read_one_word, "not_one_word")
+class WordGuess(TokenAnswer):
+    """The answer contract of a Wordle guess: one word of `length` ASCII letters (any case, read
+    lower case), declared with "Guess:"/"Answer:"/"Word:" ("My guess is CRANE.") or stated on
+    the reply's last line ("crane", "I'll try crane"). Whether the word is in the list (and keeps
+    hard mode's hints) is the game's rule, checked after reading."""
 
+    def __init__(self, length: int = WORD_LENGTH, **kwargs: Any) -> None:
+        # str.lower, not TokenAnswer's default lambda: a source holding its contract must pickle
+        super().__init__(pattern=rf"[a-z]{{{length}}}", name=f"your guess: one {length}-letter word",
+                         labels=("answer", "guess", "word"), verbs=GUESS_VERBS, normalize=str.lower,
+                         **kwargs)
+        self.length = length
 
-def _read_one_word(text: str) -> tuple[str | None, str]:
-    folded = fold_reply(text)
-    if folded is None:
-        return None, "unreadable"
-    if not folded:
-        return None, "empty"
-    body = folded
-    m = _WORD_MARKER.match(body)
-    if m and m.end() < len(body):
-        body = body[m.end():]
-    body = body.strip()
-    if body[-1:] in (".", "!"):
-        body = body[:-1]
-    for _ in range(3):
-        stripped = body.strip().strip(_WRAP).strip()
-        if stripped == body:
-            break
-        body = stripped
-    if not body or not body.isalpha():
-        return None, "not_one_word"
-    return body.lower(), "ok"
+    def describe(self) -> str:
+        return f"one {self.length}-letter English word"
 
 
 # --- the solver (gold) --------------------------------------------------------------------------
@@ -282,31 +262,44 @@ def intro_text(max_turns: int, hard_mode: bool, example: tuple[str, str] | None)
         )
     if hard_mode:
         text += " Hard mode: keep every G letter in its spot and use every Y letter."
-    return text + " Reply with just your guess: one 5-letter word."
+    return text + " " + _GUESS.instruction(brief=True)
+
+
+# The intro's answer instruction comes from the contract (every env's contract says the same).
+_GUESS = WordGuess()
 
 
 class WordleEnv(TurnGameEnv):
-    rules_reminder = "Reply with just one 5-letter English word."
+    """One game; `contract` (a `WordGuess`) reads every guess."""
 
     def __init__(self, renderer: Renderer, secret: str, intro: str, *, guesses: frozenset[str],
-                 hard_mode: bool, **kwargs: Any) -> None:
+                 hard_mode: bool, contract: WordGuess | None = None, **kwargs: Any) -> None:
         super().__init__(renderer, intro, **kwargs)
         self.secret = secret
         self.answer = secret  # for scripted policies and logs
         self.guesses = guesses
         self.hard_mode = hard_mode
+        self.contract = contract or WordGuess(max_chars=self.max_reply_chars)
+        self.rules_reminder = f"Reply with just {self.contract.describe()}."
         self.history: list[tuple[str, str]] = []  # (guess, marks) of the valid guesses
+
+    @property
+    def answer_contract(self) -> WordGuess:
+        return self.contract
+
+    @property
+    def gold_answer(self) -> str:
+        """The guess that wins on any turn: the secret."""
+        return self.secret
 
     def final_logs(self) -> dict[str, Any]:
         return {"secret": self.secret, "history": [f"{g} {m}" for g, m in self.history]}
 
     async def judge(self, text: str) -> Turn:
-        word, status = read_word_guess(text)
-        if word is None:
-            return Turn(INVALID, f"That is not a guess. {self.rules_reminder}", status)
-        if len(word) != WORD_LENGTH:
-            return Turn(INVALID, f"{word.upper()} does not have 5 letters. {self.rules_reminder}",
-                        "wrong_length")
+        reading = self.contract.read(text)
+        if not reading.ok:
+            return Turn(INVALID, f"That is not a guess. {self.rules_reminder}", reading.status)
+        word = reading.value
         if word not in self.guesses:
             return Turn(INVALID, f"{word.upper()} is not in my word list. {self.rules_reminder}",
                         "not_in_word_list")
@@ -331,9 +324,11 @@ class WordleSource(EnvSource):
             "Multi-turn Wordle: guess a secret 5-letter English word in max_turns (6) guesses. "
             "After each guess the env shows one mark per letter (G right spot, Y elsewhere in "
             "the word, - absent), with the real game's handling of repeated letters; hard mode "
-            "(a knob) requires keeping G letters and using Y letters. A reply must be one word "
-            "(optionally after 'Guess:'); several words, hedges, non-words, words outside the "
-            "list and the feedback string echoed back are invalid turns with a penalty. The "
+            "(a knob) requires keeping G letters and using Y letters. A guess is one 5-letter "
+            "word read under the one answer policy (llm_gym.grading.POLICY): the last 'Guess:'/"
+            "'Answer:' declaration, else the last line stating a 5-letter word, parsed completely; "
+            "no guess read (several words, a hedge, the feedback echoed back), two declared "
+            "guesses that differ, and words outside the list are invalid turns with a penalty. The "
             "intro shows a worked example on two random secrets of the same split (independent "
             "of the game's secret). Each observation extends the previous one (prefix "
             "property), so a game is one training datum. A consistent-candidate minimax solver "
@@ -343,8 +338,9 @@ class WordleSource(EnvSource):
         reward_range=(-0.6, 1.0),
         reward_meaning=(
             "Episode return: +1 for guessing the secret (any turn), 0 for running out of turns, "
-            "minus invalid_penalty (0.1) for each invalid turn (not one word, wrong length, not "
-            "in the word list, a hard-mode violation, a reply over max_reply_chars or truncated); "
+            "minus invalid_penalty (0.1) for each invalid turn (no 5-letter word read, two "
+            "declared guesses that differ, not in the word list, a hard-mode violation, a reply "
+            "over max_reply_chars or truncated); "
             "out-of-vocabulary tokens end the game with that penalty, and so does a turn that "
             "would pass max_context_tokens (that turn scored as usual). Range "
             "[-invalid_penalty*max_turns, 1]."
@@ -361,6 +357,8 @@ class WordleSource(EnvSource):
             "max_context_tokens": "the game ends (stop reason context_exceeded) rather than let "
             "an observation grow past this many tokens, 256-1000000 (default 4096)",
         },
+        answer_contract="one 5-letter word (WordGuess, a TokenAnswer labelled 'answer'/'guess'/'word'); "
+        "the intro asks 'Reply with just your guess: one 5-letter word.'",
         data_source=(
             "secrets: ~620 common English 5-letter words hand-picked for this module "
             "(envs_catalog.games.wordle.SECRET_WORDS); extra valid guesses: the web2 word list "
@@ -398,6 +396,9 @@ class WordleSource(EnvSource):
         self._intros = IntroCache(self.continuation)
         self.secrets = secrets_of(split)
         self.guesses = valid_guesses(self.word_list)
+        # The contract's context is the intro without its worked example (whose words are random).
+        self.contract = WordGuess(context=intro_text(self.max_turns, self.hard_mode, None),
+                                  max_chars=self.max_reply_chars)
 
     @property
     def reward_range(self) -> tuple[float, float]:
@@ -411,17 +412,17 @@ class WordleSource(EnvSource):
         intro = intro_text(self.max_turns, self.hard_mode, (a, b))
         return WordleEnv(
             self.renderer, secret, intro, guesses=self.guesses, hard_mode=self.hard_mode,
-            max_turns=self.max_turns, invalid_penalty=self.invalid_penalty,
+            contract=self.contract, max_turns=self.max_turns, invalid_penalty=self.invalid_penalty,
             max_context_tokens=self.max_context_tokens, max_reply_chars=self.max_reply_chars,
             continuation=self.continuation, intro_ob=self._intros.get(intro),
         )
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the minimax consistent-candidate solver (wins every secret within 6), and the
-        secret itself after a marker. Adversarial: several words in one reply (the secret among
-        them), a hedge, a non-word, the feedback string echoed back, a reward-claiming reply,
-        empty replies, a wrong-length word, a look-alike spelling of the secret — none scores
-        above 0 (each is an invalid turn, or a wrong word)."""
+        secret itself after a marker. Adversarial, under the one answer policy: several words in
+        one reply (the secret among them), a hedge, two declared guesses (the secret first), a
+        non-word, the feedback string echoed back, a reward-claiming reply, empty replies, a
+        wrong-length word — none scores above 0 (each is an invalid turn, or a wrong word)."""
         lo = -self.invalid_penalty * self.max_turns
 
         def solver(env: WordleEnv, ob: str) -> str:
@@ -430,10 +431,6 @@ class WordleSource(EnvSource):
         def echo_marks(env: WordleEnv, ob: str) -> str:
             found = re.findall(r"[GY-](?: [GY-]){4}", ob)
             return found[-1].replace(" ", "") if found else "GGGGG"
-
-        def lookalike(env: WordleEnv, ob: str) -> str:
-            return env.secret.replace("a", "\u0430").replace("e", "\u0435").replace("o", "\u043e") \
-                if any(c in env.secret for c in "aeo") else env.secret + "\u200b"
 
         def other_word(env: WordleEnv) -> str:
             return next(w for w in SECRET_WORDS if w != env.secret)
@@ -446,6 +443,9 @@ class WordleSource(EnvSource):
                          lambda env, ob: " ".join(SECRET_WORDS[:40] + (env.secret,)), lo, 0.0),
             ScriptedCase("hedge", "adversarial",
                          lambda env, ob: f"{other_word(env)} or {env.secret}", lo, 0.0),
+            ScriptedCase("two declared guesses", "adversarial",
+                         lambda env, ob: f"Guess: {env.secret}\nMy backup guess is {other_word(env)}.",
+                         lo, 0.0),
             ScriptedCase("comma list", "adversarial",
                          lambda env, ob: f"Guess: {env.secret}, {other_word(env)}", lo, 0.0),
             ScriptedCase("non-word", "adversarial", lambda env, ob: "xqzvk", lo, 0.0),
@@ -455,6 +455,5 @@ class WordleSource(EnvSource):
             ScriptedCase("empty", "adversarial", lambda env, ob: "", lo, 0.0),
             ScriptedCase("too long a word", "adversarial",
                          lambda env, ob: env.secret + "s", lo, 0.0),
-            ScriptedCase("look-alike letters", "adversarial", lookalike, lo, 0.0),
             ScriptedCase("wrong word", "adversarial", lambda env, ob: other_word(env), 0.0, 0.0),
         ]

@@ -9,8 +9,10 @@ opponent instead — the fallback, with the same prompts, reader and rewards as 
 (`opponent` knob) — so `check_env`, the fuzz tests and evaluation runs work on a single env.
 
 Each game brings its rules object from `envs_catalog.games`: `TicTacToeRules` (in its neutral
-voice, "Opponent played 5."), `ConnectFourRules`, `NimRules`; this module only adds the self-play
-ids' cards and defaults.
+voice, "Opponent played 5."), `ConnectFourRules`, `NimRules`, and with it the answer contract a
+move is read through under the one answer policy (`llm_gym.grading.POLICY`; both seat envs and
+the fallback expose it as `answer_contract`); this module only adds the self-play ids' cards and
+defaults.
 """
 
 from __future__ import annotations
@@ -55,8 +57,11 @@ class SelfPlayTicTacToeSource(GameSource):
         description=(
             "Tic-tac-toe self-play: both seats of each game are the policy being trained, "
             "through a group builder with a move-by-move coordinator. Board rows like 'X|2|3' "
-            "(free cells show their number); the reply is one free cell number (answer policy: "
-            "llm_gym.grading; a hedge or two cells is an illegal move, which loses)." + _SELFPLAY_NOTE
+            "(free cells show their number); the reply is one free cell number (digits or words, "
+            "optionally after 'cell'), read under the one answer policy (llm_gym.grading.POLICY): "
+            "the last 'Move:'/'Answer:' declaration, else the last line stating a number, parsed "
+            "completely, so '3 or 7' or a second declared move with another value is an illegal "
+            "move, which loses." + _SELFPLAY_NOTE
         ),
         multi_turn=True,
         reward_range=(-1.0, 1.0),
@@ -70,6 +75,7 @@ class SelfPlayTicTacToeSource(GameSource):
             "illegal_reward": "fallback reward of an illegal move, -1..0 (default -1.0)",
             "max_turns": "fallback model moves before the game is cut (scored 0), 1-5 (default 5)",
         },
+        answer_contract=ttt.TicTacToeSource.card.answer_contract,
         data_source="generated on the fly (no dataset); rules from envs_catalog.games.tictactoe",
         license="Apache-2.0 (generated data)",
         example_episode=[
@@ -109,7 +115,8 @@ class SelfPlayTicTacToeSource(GameSource):
             ScriptedCase("occupied cell", "adversarial", occupied, -1.0, bad),
             ScriptedCase("cell 10", "adversarial", lambda env, ob: "10", -1.0, bad),
             ScriptedCase("hedge", "adversarial", lambda env, ob: "3 or 7", -1.0, bad),
-            ScriptedCase("two moves", "adversarial", lambda env, ob: "3\n7", -1.0, bad),
+            ScriptedCase("two declared moves", "adversarial", lambda env, ob: "Move: 3\nMove: 7",
+                         -1.0, bad),
             ScriptedCase("empty reply", "adversarial", lambda env, ob: "", -1.0, bad),
         ]
 
@@ -120,8 +127,9 @@ def _selfplay_card(base: EnvCard, id_: str, game: str, knobs: dict[str, str] | N
         family="multiagent",
         description=(
             f"{game} self-play: both seats of each game are the policy being trained, through a "
-            f"group builder with a move-by-move coordinator; same board, prompts, move reader and "
-            f"knobs as {base.id}." + _SELFPLAY_NOTE
+            f"group builder with a move-by-move coordinator; same board, prompts, answer contract "
+            f"(read under the one answer policy, llm_gym.grading.POLICY) and knobs as {base.id}."
+            + _SELFPLAY_NOTE
         ),
         multi_turn=True,
         reward_range=base.reward_range,
@@ -130,6 +138,7 @@ def _selfplay_card(base: EnvCard, id_: str, game: str, knobs: dict[str, str] | N
             k: ("fallback opponent: " + v if k == "opponent" else v)
             for k, v in base.difficulty_knobs.items()
         } | (knobs or {}),
+        answer_contract=base.answer_contract,
         data_source=base.data_source,
         license=base.license,
         example_episode=base.example_episode,

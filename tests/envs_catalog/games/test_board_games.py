@@ -1,5 +1,6 @@
-"""llm/ConnectFour-v0 and llm/Nim-v0: rules against brute force, readers, scripted cases, rewards,
-prefix property, determinism, splits and knobs."""
+"""llm/ConnectFour-v0 and llm/Nim-v0: rules against brute force, the move contracts (what each
+accepts and refuses under the one answer policy), the generated attack audit, scripted cases,
+rewards, prefix property, determinism, splits and knobs."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ import pytest
 import envs_catalog.games.two_player as two_player
 from envs_catalog.games.connect_four import C4State, ConnectFourRules, ConnectFourSource
 from envs_catalog.games.nim import (
-    NimSource, NimState, legal_nim_moves, mover_wins, parse_nim_move, start_positions, take,
-    winning_moves,
+    NIM_MOVE, NimMove, NimSource, NimState, legal_nim_moves, mover_wins, parse_nim_move, start_positions,
+    take, winning_moves,
 )
 from envs_catalog.games.two_player import MAX_REPLY_CHARS
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
+from llm_gym.checks.attacks import audit_source
 from llm_gym.completers import TokenCompleter
 from llm_gym.rl import do_single_rollout, trajectory_to_data
 from llm_gym.scripted import reply_tokens, run_scripted_case
@@ -112,11 +114,16 @@ def test_connect_four_rendering_drops_and_full_columns():
     with pytest.raises(ValueError):
         rules.apply(state, 1)
     assert rules.parse_move("8", state) == (None, "out_of_range")
-    assert rules.parse_move("My move: 5", state) == (5, "ok")
-    assert rules.parse_move("five", state) == (5, "ok")
-    for text, status in [("3 or 4", "conflicting"), ("3\n4", "conflicting"), ("", "empty"),
-                         ("Column 2 is weak, so I play 4.", "conflicting"), ("4\ufffd", "invalid_text")]:
+    for text in ("My move: 5", "five", "Column: 5", "column 5", "I'll play column 5.", "\\boxed{5}",
+                 "Column 2 looks weak.\n\nMove: 5\n\nNext time 3.", "3\n5"):
+        assert rules.parse_move(text, state) == (5, "ok"), text
+    for text, status in [("3 or 4", "malformed"), ("1, 2, 3, 4", "malformed"), ("", "empty"),
+                         ("Move: 3\nMy backup move is 4.", "conflicting"), ("2.5", "not_an_integer"),
+                         ("Column 2 is weak, so I play 4.", "malformed"), ("4\ufffd", "invalid_text")]:
         assert rules.parse_move(text, state) == (None, status), text
+    assert rules.contract.instruction() == "Reply with the number of the column (1-7) you play."
+    assert rules.intro(state, 0, None).endswith("\n" + rules.contract.instruction())
+    assert ConnectFourRules(5, 9).contract.instruction() == "Reply with the number of the column (1-9) you play."
 
 
 def test_scripted_players_win_and_block():
@@ -271,27 +278,40 @@ def test_nim_theory_matches_brute_force(misere):
     "text,expected",
     [("2 3", (2, 3)), ("2, 3", (2, 3)), ("2:3", (2, 3)), (" heap 2 take 3 ", (2, 3)),
      ("Heap 2, take 3.", (2, 3)), ("Move: 2 3", (2, 3)), ("my move is 2 3", (2, 3)),
-     ("ANSWER: 1 1", (1, 1)), ("3 5\n", (3, 5)), ("**2 3**", (2, 3)),
-     # reasoning around the move line: the final move line counts (llm_gym.grading.final)
+     ("ANSWER: 1 1", (1, 1)), ("3 5\n", (3, 5)), ("**2 3**", (2, 3)), ("2 3 stones", (2, 3)),
+     ("I take 3 from heap 2", (2, 3)), ("take 3 stones from heap 2", (2, 3)), ("I'll take 3 from heap 2.", (2, 3)),
+     ("My move is heap 2, take 3.", (2, 3)), ("２ ３", (2, 3)), ("2\u200b 3", (2, 3)),  # read as shown
+     # text outside the declaration is not read; with none, the last line stating a move is
      ("Heap 2 has 4 stones; taking 3 leaves 1.\nMove: 2 3", (2, 3)),
-     ("2 3\nThat leaves a nim-sum of 0.", (2, 3))],
+     ("2 3\nThat leaves a nim-sum of 0.", (2, 3)), ("Move: 2 3\nor maybe 3 1", (2, 3)),
+     ("2 3 because it is best", (2, 3)), ("1 1\n2 3", (2, 3))],
 )
-def test_nim_reader_accepts_the_move_forms(text, expected):
-    assert parse_nim_move(text, (3, 4, 5)) == (expected, "ok")
+def test_nim_contract_reads_the_move_forms(text, expected):
+    move, status = parse_nim_move(text, (3, 4, 5))
+    assert (move, status) == (expected, "ok") and isinstance(move, NimMove)
 
 
 @pytest.mark.parametrize(
     "text,status",
-    [("2 3 or 1 1", "conflicting"), ("2 3\n1 1", "conflicting"), ("2 3 4", "conflicting"),
-     ("I take 3 from heap 2", "malformed"), ("take 3 from heap 2", "malformed"), ("23", "malformed"),
-     ("2", "malformed"), ("heap count", "malformed"), ("2 0", "zero"), ("0 1", "out_of_range"),
-     ("4 1", "out_of_range"), ("1 1", "empty_heap"), ("2 5", "too_many"), ("", "empty"),
-     ("   ", "empty"), ("\ufffd", "invalid_text"), ("２ ３", "malformed"), ("2\u200b 3", "malformed"),
-     ("2<|pad|>3", "malformed"), ("-2 3", "malformed"), ("2.5 3", "conflicting"),
-     ("2 3" + " " * 5000, "too_long"), ("Move: 2 3\nor maybe 3 1", "hedged"), ("2 3 because it is best", "malformed")],
+    [("2 3 or 1 1", "malformed"), ("2 3 4", "malformed"), ("Move: 2 3\nMove: 1 1", "conflicting"),
+     ("Heap 2: 3", "malformed"),  # the board's notation of a heap's size is not a move
+     ("23", "no_answer"), ("2", "no_answer"), ("heap count", "no_answer"), ("2 0", "zero"),
+     ("0 1", "out_of_range"), ("4 1", "out_of_range"), ("1 1", "empty_heap"), ("2 5", "too_many"),
+     ("", "empty"), ("   ", "empty"), ("\ufffd", "invalid_text"), ("2<|pad|>3", "no_answer"),
+     ("-2 3", "malformed"), ("2.5 3", "malformed"), ("at least 2 3", "malformed"),
+     ("\u0662 \u0663", "unsupported_digits"), ("2 3" + " " * 5000, "too_long")],
 )
-def test_nim_reader_rejects_everything_else(text, status):
+def test_nim_contract_refuses_everything_else(text, status):
     assert parse_nim_move(text, (0, 4, 5)) == (None, status)
+
+
+def test_nim_prompt_comes_from_the_contract():
+    instruction = "Reply with the heap number and how many stones to take, e.g. '2 3' takes 3 stones from heap 2."
+    assert NIM_MOVE.instruction() == instruction and str(NimMove(2, 3)) == NIM_MOVE.format(NimMove(2, 3)) == "2 3"
+    from envs_catalog.games.nim import NimRules
+
+    assert NimRules().intro(NimState((3, 4, 5)), 0, None).endswith("\n" + instruction)
+    assert NimRules().answer_contract(NimState((3, 4, 5))) is NIM_MOVE
 
 
 def test_nim_rules_result_normal_and_misere():
@@ -339,7 +359,7 @@ def test_nim_scripted_cases(renderer_name, split):
 def test_nim_illegal_statuses_reach_the_env():
     src = NimSource(renderer=CHATML)
     for text, status in (("1 0", "zero"), ("9 1", "out_of_range"), ("1 99", "too_many"),
-                         ("1 1\n2 1", "conflicting"), ("I take 1 from heap 1.", "malformed")):
+                         ("Move: 1 1\nMove: 2 1", "conflicting"), ("1 1 or 2 1", "malformed")):
         env, result = first_step(src, 0, text)
         assert result.episode_done and result.reward == -1.0 and result.logs["move_status"] == status
     env, result = first_step(src, 0, TOK.encode("1 1"))
@@ -403,6 +423,7 @@ def test_cards_are_complete():
         roles = [m["role"] for m in card.example_episode]
         assert roles == ["user", "assistant", "user", "assistant"]
         assert {"opponent", "illegal_reward", "max_turns"} <= set(card.difficulty_knobs)
+        assert card.answer_contract and "POLICY" in card.description
     c4 = ConnectFourRules()
     assert c4.parse_move(ConnectFourSource.card.example_episode[1]["content"], C4State((0, 0), 0, 0))[0] == 4
 
@@ -424,3 +445,14 @@ def test_observations_stay_under_the_stated_context_bound(renderer_name):
         assert len(traj.transitions) >= 4 and traj.transitions[-1].logs["move_status"] == "ok"
         longest = max(t.ob.length for t in traj.transitions)
         assert longest <= src.max_context_tokens
+
+
+@pytest.mark.parametrize("cls", [ConnectFourSource, NimSource])
+def test_the_generated_attacks_get_no_false_credit_or_denial(cls):
+    """`llm_gym.checks.attacks` through real games: the gold player's last move replaced by each
+    sampled attack (the env's `answer_contract` at that turn), scored against its verdict."""
+    report = audit_source(lambda knobs: cls(renderer=CHATML, **knobs), [0, 1], per_seed=100)
+    assert report.runs >= 200 and not report.skipped, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]
+    env = cls(renderer=CHATML).make_env(np.random.default_rng(0))
+    assert env.answer_contract is env.rules.answer_contract(env.state)

@@ -1,4 +1,5 @@
-"""llm/GuessNumber-v0: binary search wins, rewards, prefix property, splits, determinism."""
+"""llm/GuessNumber-v0: binary search wins, rewards, prefix property, splits, determinism, the answer
+contract (what a guess is under the one answer policy) and the generated attack audit."""
 
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_wrong_guesses_until_out_of_turns_score_zero():
     "bad_action",
     [TOK.encode("5 or 6") + [IM_END], TOK.encode("") + [IM_END], TOK.encode("99") + [IM_END],
      TOK.encode("seven or eight") + [IM_END], TOK.encode("10"), [0xFF, 0xFE, IM_END],
-     TOK.encode("1") + [256] + TOK.encode("5") + [IM_END]],  # "1<|pad|>5" is two numbers, not 15
+     TOK.encode("Guess: 4\nGuess: 5") + [IM_END], TOK.encode("Answer: 4 (or 5)") + [IM_END]],
 )
 def test_invalid_turns_are_penalised_and_the_game_continues(bad_action):
     src = GuessNumberSource(renderer=RENDERERS["chatml"], max_number=20, max_turns=4,
@@ -421,6 +422,65 @@ def test_the_secret_repeated_past_the_reply_cap_is_an_invalid_turn():
     _, _, results = play(src, 0, [encode_reply("chatml", text)])
     assert results[0].reward == pytest.approx(-0.1) and results[0].metrics["invalid"] == 1.0
     assert results[0].logs["guess_status"] == "too_long"
-    # the same number twice, within the cap, is one guess (not a hedge)
+    # the same number twice on the read line is not one number: no guess
     _, _, results = play(src, 0, [encode_reply("chatml", f"{env.secret} {env.secret}")])
+    assert results[0].reward == pytest.approx(-0.1) and results[0].logs["guess_status"] == "malformed"
+    # ... while the same guess declared twice is one guess
+    _, _, results = play(src, 0, [encode_reply("chatml", f"Guess: {env.secret}\nAnswer: {env.secret}")])
     assert results[0].reward == 1.0
+
+
+# --- the answer contract and the generated attacks ------------------------------------------------
+from envs_catalog.games.guess_number import guess_contract  # noqa: E402
+from llm_gym.checks.attacks import audit_source  # noqa: E402
+
+
+@pytest.mark.parametrize("reply,value", [
+    ("7", 7), ("seven", 7), ("My guess is 7.", 7), ("Guess: 7", 7), ("Answer: seven", 7), ("\\boxed{7}", 7),
+    ("I guess 7", 7), ("I'll say 7", 7), ("Let's go with 7", 7), ("**7**", 7), ("7.0", 7),
+    ("It is between 5 and 9.\n\nGuess: 7\n\nIf that is wrong, 8 might work.", 7),  # prose not read
+    ("5 was too low.\n7", 7), ("1\n5", 5),  # no declaration: the last line stating a number
+    ("1<|pad|>5", 5),  # a special token is a line break: never 15
+])
+def test_the_contract_reads_one_guess(reply, value):
+    reading = guess_contract().read(reply)
+    assert (reading.status, reading.value) == ("ok", value)
+
+
+@pytest.mark.parametrize("reply,status", [
+    ("5 or 6", "malformed"), ("7 7", "malformed"), ("1, 2, 3", "malformed"), ("at least 7", "malformed"),
+    ("It is not 7.", "malformed"), ("Guess: 6\nGuess: 7", "conflicting"),
+    ("Answer: 7\nMy backup guess is 8.", "conflicting"), ("Higher.", "no_answer"), ("", "empty"),
+    ("7\ufffd", "invalid_text"), ("\u0667", "unsupported_digits"),
+])
+def test_the_contract_refuses_everything_else(reply, status):
+    assert guess_contract().read(reply).status == status
+
+
+def test_the_env_declares_its_contract_and_gold_and_the_prompt_comes_from_it():
+    src = GuessNumberSource(renderer=RENDERERS["chatml"])
+    env = src.make_env(np.random.default_rng(3))
+    assert env.answer_contract.labels == ("answer", "guess") and env.gold_answer == env.secret
+    assert env.answer_contract.instruction(brief=True) == "Reply with just the number."
+    ob, _ = asyncio.run(env.initial_observation())
+    assert TOK.decode(ob.to_ints()).split("<|im_end|>")[0].endswith(
+        f"You have 8 guesses. {env.answer_contract.instruction(brief=True)}")
+    assert "POLICY" in GuessNumberSource.card.description and GuessNumberSource.card.answer_contract
+
+
+def test_a_non_integer_guess_is_invalid():
+    env = GuessNumberEnv(RENDERERS["chatml"], 7, max_number=20, max_turns=4, invalid_penalty=0.1)
+
+    async def go():
+        await env.initial_observation()
+        return await env.step(encode_reply("chatml", "7.5"))
+
+    result = asyncio.run(go())
+    assert result.reward == pytest.approx(-0.1) and result.logs["guess_status"] == "not_an_integer"
+
+
+def test_the_generated_attacks_get_no_false_credit_or_denial():
+    renderer = RENDERERS["chatml"]
+    report = audit_source(lambda knobs: GuessNumberSource(renderer=renderer, **knobs), [0, 1], per_seed=100)
+    assert report.runs == 400 and not report.skipped, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]

@@ -1,4 +1,5 @@
-"""llm/TicTacToe-v0: rules, minimax, rewards, prefix property, determinism, and self-play groups."""
+"""llm/TicTacToe-v0: rules, minimax, rewards, prefix property, determinism, self-play groups, the
+cell contract (`CELL`, what a move is under the one answer policy) and the generated attack audit."""
 
 from __future__ import annotations
 
@@ -112,7 +113,8 @@ def _occupied(board: str) -> list[int]:
 @pytest.mark.parametrize(
     "action,status",
     [(_occupied, "occupied"), (reply("10"), "out_of_range"), (reply("0"), "out_of_range"),
-     (reply("3 or 4"), "conflicting"), (reply(""), "empty"), (TOK.encode("3"), "length"),
+     (reply("3 or 4"), "malformed"), (reply("Move: 3\nMove: 4"), "conflicting"), (reply(""), "empty"),
+     (reply("4.5"), "not_an_integer"), (TOK.encode("3"), "length"),
      ([10**9, IM_END], "malformed"), (reply("\ufffd"), "invalid_text")],
 )
 def test_illegal_moves_score_minus_one_and_end_the_game(action, status):
@@ -306,7 +308,7 @@ def test_minimax_move_wins_blocks_and_never_loses():
 
 
 def _long_move(cell: int, chars: int) -> str:
-    return f"I take cell {cell}. " + "Thinking about the board carefully. " * (chars // 36)
+    return f"Move: {cell}. " + "Thinking about the board carefully. " * (chars // 36)
 
 
 def test_a_long_legal_reply_forfeits_instead_of_growing_past_the_bound():
@@ -365,3 +367,51 @@ def test_no_observation_passes_max_context_tokens(renderer_name):
         assert src.reward_range[0] <= sum(t.reward for t in traj.transitions) <= src.reward_range[1]
         stops.add(last.logs["move_status"])
     assert "context_exceeded" in stops
+
+
+# --- the cell contract and the generated attacks ----------------------------------------------------
+from envs_catalog.games.tictactoe import CELL, TicTacToeRules, parse_move, read_cell  # noqa: E402
+from envs_catalog.games.tictactoe import intro_text as ttt_intro  # noqa: E402
+from llm_gym.checks.attacks import audit_source  # noqa: E402
+
+BOARD = play(play(EMPTY_BOARD, 1, "X"), 2, "O")  # cells 1 and 2 taken
+
+
+@pytest.mark.parametrize("text,cell", [
+    ("5", 5), ("five", 5), ("Move: 5", 5), ("My move is cell 5.", 5), ("Cell: 5", 5), ("cell 5", 5),
+    ("Answer: five", 5), ("\\boxed{5}", 5), ("I'll take 5", 5), ("I take cell 5.", 5), ("Let's go with 9", 9),
+    ("The cell I take is 5", 5),  # the instruction's words may name the move
+    ("Cell 1 is taken, so the centre.\n\nMove: 5\n\nThen 9 next.", 5),  # prose around is not read
+    ("5 or 9\n9", 9),  # no declaration: the last line stating a number
+])
+def test_the_cell_contract_reads_one_cell(text, cell):
+    assert read_cell(text, BOARD) == (cell, "ok")
+
+
+@pytest.mark.parametrize("text,status", [
+    ("5 or 9", "malformed"), ("5, then 9", "malformed"), ("5 9", "malformed"), ("Move: 5 (or 9)", "malformed"),
+    ("Move: 5\nMy backup move is 9.", "conflicting"), ("Cell 3 is weak, so I take 9.", "malformed"),
+    ("I am not sure.", "no_answer"), ("", "empty"), ("1", "occupied"), ("0", "out_of_range"),
+    ("10", "out_of_range"), ("-5", "out_of_range"), ("5.5", "not_an_integer"), ("\u202e5", "confusable"),
+])
+def test_the_cell_contract_refuses_everything_else(text, status):
+    assert read_cell(text, BOARD) == (None, status)
+
+
+def test_a_special_token_inside_a_reply_is_a_line_break_not_a_digit():
+    ids = TOK.encode("Move: 5") + [TOK.convert_tokens_to_ids("<|pad|>")] + TOK.encode("9") + [IM_END]
+    assert parse_move(CHATML, ids, BOARD)[:2] == (5, "ok")  # the declared slot ends at the break: 5, never 59
+
+
+def test_the_prompt_and_the_env_contract_come_from_cell():
+    assert CELL.instruction() == "Reply with the number of the cell you take."
+    assert ttt_intro("X", EMPTY_BOARD, None).endswith("\n" + CELL.instruction())
+    env = TicTacToeSource(renderer=CHATML).make_env(np.random.default_rng(0))
+    assert env.answer_contract is CELL and TicTacToeRules().answer_contract(EMPTY_BOARD) is CELL
+    assert "POLICY" in TicTacToeSource.card.description and TicTacToeSource.card.answer_contract
+
+
+def test_the_generated_attacks_get_no_false_credit_or_denial():
+    report = audit_source(lambda knobs: TicTacToeSource(renderer=CHATML, **knobs), [0, 1], per_seed=100)
+    assert report.runs == 400 and not report.skipped, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]

@@ -1,6 +1,7 @@
 """Self-play board games (llm/SelfPlayTicTacToe-v0, llm/SelfPlayConnectFour-v0, llm/SelfPlayNim-v0):
-the rules protocol, group rollouts of two scripted policies, zero-sum rewards, the illegal-move
-rule, bounded waiting, determinism, the dataset and the Gymnasium fallback."""
+the rules protocol (with its answer contract), group rollouts of two scripted policies, zero-sum
+rewards, the illegal-move rule, bounded waiting, determinism, the dataset, the Gymnasium fallback
+and the generated attack audit through it."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from envs_catalog.games.nim import (
     NimRules, NimState, legal_nim_moves, mover_wins, start_positions, winning_moves,
 )
 from envs_catalog.games.tictactoe import TicTacToeRules
-from envs_catalog.games.two_player import SelfPlayDataset, SelfPlayGroupBuilder, VersusEnv
+from envs_catalog.games.two_player import SeatEnv, SelfPlayDataset, SelfPlayGroupBuilder, VersusEnv
 from envs_catalog.multiagent.selfplay import (
     SelfPlayConnectFourSource, SelfPlayNimSource, SelfPlayTicTacToeSource,
 )
 from llm_gym import TokensWithLogprobs, get_renderer, load_tokenizer
+from llm_gym.checks.attacks import audit_source
 from llm_gym.completers import TokenCompleter
 from llm_gym.rl import RolloutLimits, do_group_rollout, trajectory_to_data
 from llm_gym.scripted import reply_tokens, run_scripted_case
@@ -55,6 +57,8 @@ def test_rules_protocol_random_playouts(rules, state):
             assert legal
             move = rng.choice(legal)
             assert rules.parse_move(move_text(move), s) == (move, "ok")
+            reading = rules.answer_contract(s).read(f"Move: {move_text(move)}")
+            assert reading.ok and reading.value == move
             others = [m for m in legal if m != move]
             if others:  # a hedge between two legal moves is no move
                 assert rules.parse_move(f"{move_text(move)} or {move_text(others[0])}", s)[0] is None
@@ -310,3 +314,21 @@ def test_fallback_opponent_knob_and_cards():
         assert card.family == "multiagent" and card.id.startswith("llm/SelfPlay")
         assert "fallback" in card.description and "zero-sum" in card.reward_meaning
         assert [m["role"] for m in card.example_episode] == ["user", "assistant", "user", "assistant"]
+        assert card.answer_contract and "llm_gym.grading.POLICY" in card.description
+
+
+def test_both_seats_expose_the_rules_contract():
+    builder = SelfPlayNimSource(renderer=CHATML).selfplay_group_builder(0)
+    seats = asyncio.run(builder.make_envs())
+    contract = builder.rules.answer_contract(builder.initial_state)
+    assert all(isinstance(s, SeatEnv) and s.answer_contract is contract for s in seats) and len(seats) == 2
+    assert contract.read("My move is heap 1, take 1.").value == (1, 1)
+
+
+@pytest.mark.parametrize("source_cls", SOURCES)
+def test_the_generated_attacks_get_no_false_credit_or_denial(source_cls):
+    """`llm_gym.checks.attacks` through the fallback's real games (the gold player's last move
+    replaced by each sampled attack), scored against each attack's verdict."""
+    report = audit_source(lambda knobs: source_cls(renderer=CHATML, **knobs), [0, 1], per_seed=100)
+    assert report.runs >= 200 and not report.skipped, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]

@@ -6,33 +6,23 @@ into linear factors ("Factor x^2 - x - 6." -> "(x + 2)(x - 3)"), and `roots` of 
 equation ("Solve x^2 - x - 6 = 0." -> "-2, 3"; fractional roots with `leading="any"`, roots
 p ± √q with `irrational=True`).
 
-A reply is read by `read_answer` (strict, in this module) and then judged by math-verify:
+A reply is read by `AlgebraAnswer`, the env's answer contract, under the one answer policy
+(`llm_gym.grading.POLICY`: the last `Answer:` line, `\\boxed{}` or "the answer is" sentence, else
+the last line stating an expression, parsed completely; a second declared answer that reads
+differently is `conflicting`; nothing else in the reply is read), and then judged by math-verify:
 
-1. **Limits.** Over `max_chars` (4096) characters: `too_long`; U+FFFD: `invalid_text`; blank:
-   `empty`. A few symbols are read as ASCII (− · × ⋅ ² ³ √); any other non-ASCII character after
-   NFKC makes the reply `unsupported_text` (no look-alike letters can disguise anything).
-2. **The final answer** (the policy of `llm_gym.grading`). Every `\\boxed{}` (an unclosed one:
-   `malformed`) and the rest of every line with an answer marker ("Answer:", "The final answer
-   is") that holds no box are the answers shown; with none, every line that reads in the asked
-   form (step 5) is; with none of those either, a one-line reply is its own candidate, else
-   `no_answer`. The last one shown is the final answer. Another one shown that reads
-   differently is `conflicting`, unless it is prose ("The answer is given below"), which is
-   working like any other line. A line of bare mathematics (no prose, no `=`) after the final
-   answer is a second answer: `conflicting`.
-3. **No hedges once an answer is stated.** "or", "maybe", "actually", "wait", "either",
-   "\\pm", ... from the first answer shown (or line of bare mathematics) on: `hedged`
-   ("alternatively" anywhere). Before it they are working ("x = (1 \\pm 5)/2 gives ...").
-4. **Plain form.** `$`, `\\(..\\)`, `\\left`/`\\right`, spacing commands and a trailing period are
-   dropped, `\\cdot`/`\\times` read as `*`, `\\dfrac`/`\\tfrac` as `\\frac`. Any other LaTeX command
-   (`\\phantom`, `\\color`, `\\text`, `\\neq`, ...) is `unsupported_latex`.
-5. **The asked form** (else `wrong_form`): `expand` - a sum of integer multiples of powers of x,
-   each power once (so "x^2 - 3x + 2x - 6", an unexpanded product and the question echoed back
-   are refused); `factor` - an optional integer times parenthesised linear factors with integer
+1. **Plain form.** `$`, `\\(..\\)`, `\\left`/`\\right`, spacing commands and a trailing period are
+   dropped, `\\cdot`/`\\times` (and ·, ×) read as `*`, `\\dfrac`/`\\tfrac` as `\\frac`, √ as
+   `\\sqrt`. Any other LaTeX command (`\\phantom`, `\\color`, `\\pm`, ...) makes the slot
+   not an answer.
+2. **The asked form**, in full: `expand` - a sum of integer multiples of powers of x, each power
+   once (so "x^2 - 3x + 2x - 6", an unexpanded product and the question echoed back are
+   refused); `factor` - an optional integer times parenthesised linear factors with integer
    coefficients (so the expanded quadratic echoed back is refused); `roots` - exactly as many
-   comma-separated values as there are roots ("x = 2", "x_1 = 2" allowed), each an integer, a
-   fraction (a/b or \\frac{a}{b}) or p ± q√r, none containing x (so three values, or the equation
-   echoed back, are refused). No decimals anywhere.
-6. **Equivalence.** math-verify's `verify(parse(gold), parse(candidate))` (gold first), for the
+   values as there are roots, separated by commas, semicolons or "and" ("x = 2", "x_1 = 2"
+   allowed), each an integer, a fraction (a/b or \\frac{a}{b}) or p ± q√r, none containing x.
+   No decimals anywhere; a word in the slot ("or", "maybe") makes it no expression.
+3. **Equivalence.** math-verify's `verify(parse(gold), parse(candidate))` (gold first), for the
    whole candidate or root by root (any order). Its own timeouts use `signal.alarm`, which only
    works on the main thread, so they are off (`None`): the env's grading runs through
    `llm_gym.grading.bounded` (ProblemEnv's `grader_timeout_s`), and `grade_answer` bounds a
@@ -47,7 +37,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import unicodedata
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -57,7 +46,8 @@ import numpy as np
 from envs_catalog.math._numeric import check_kinds, knob_docs
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
-from llm_gym.grading import MAX_RESPONSE_CHARS
+from llm_gym.checks.attacks.writers import Form
+from llm_gym.grading import MAX_RESPONSE_CHARS, AnswerContract
 from llm_gym.grading.bounded import acall_bounded, call_bounded
 from llm_gym.renderers import Renderer, get_text_content
 from llm_gym.rl import ProblemEnv, StepResult
@@ -71,14 +61,6 @@ GRADER_TIMEOUT_S = 5.0
 # --- the strict reader ----------------------------------------------------------------------------
 _SYMBOLS = str.maketrans({"−": "-", "–": "-", "·": "*", "×": "*", "⋅": "*", "²": "^2",
                           "³": "^3", "√": "\\sqrt"})
-_HEDGE = re.compile(
-    r"(?<![a-z])(?:or|maybe|perhaps|possibly|probably|actually|wait|alternatively|either|"
-    r"otherwise|instead|rather|sorry|correction|not sure|i mean)(?![a-z])|\\pm|\\mp|\+/-|\+-",
-    re.IGNORECASE,
-)
-_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
-_MARKER_LINE = re.compile(r"^[^\n]{0,40}?(?<![a-z])answer[ \t*_]*(?::|is)[ \t]*(.*)$",
-                          re.IGNORECASE | re.MULTILINE)
 _DROP = re.compile(r"\\left|\\right|\\displaystyle|\\[,;:! ]|\\quad|\\qquad")
 _COMMAND = re.compile(r"\\[A-Za-z]+|\\.")
 _INT = r"[0-9]+"
@@ -94,7 +76,6 @@ _ROOT_VALUE = re.compile(
 )
 _ROOT_PREFIX = re.compile(r"x(?:_[0-9]|_\{[0-9]\})?=")
 _ROOT_SPLIT = re.compile(r",|;|and")  # spaces are gone by then: "3andx_2=-2"
-_PROSE = re.compile(r"(?<![a-z\\])(?!sqrt|frac)[a-z]{3,}", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -107,22 +88,6 @@ class Reading:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
-
-
-def _boxes(text: str) -> list[tuple[int, int, str]] | None:
-    """(start, end, contents) of every \\boxed{}/\\fbox{} (outermost), or None if one is
-    unclosed."""
-    found, i = [], 0
-    while (m := _BOX_OPEN.search(text, i)) is not None:
-        j, depth = m.end(), 1
-        while j < len(text) and depth:
-            depth += (text[j] == "{") - (text[j] == "}")
-            j += 1
-        if depth:
-            return None
-        found.append((m.start(), j, text[m.end(): j - 1]))
-        i = j
-    return found
 
 
 def _plain(candidate: str) -> str | None:
@@ -152,10 +117,8 @@ def _plain(candidate: str) -> str | None:
 
 
 def _form(candidate: str, kind: str, num_roots: int) -> Reading:
-    """One candidate read in the form `kind` asks for (steps 4-5 of the module docstring)."""
-    if _HEDGE.search(candidate):  # "\\pm" or "or" inside the answer itself
-        return Reading("hedged")
-    plain = _plain(candidate)
+    """One candidate read in the form `kind` asks for (steps 1-2 of the module docstring)."""
+    plain = _plain(candidate.translate(_SYMBOLS))
     if plain is None:
         return Reading("unsupported_latex")
     if not plain:
@@ -177,63 +140,83 @@ def _form(candidate: str, kind: str, num_roots: int) -> Reading:
     return Reading("ok", tuple(sorted(pieces)))
 
 
+class AlgebraAnswer(AnswerContract):
+    """The env's answer contract: one expression (or the roots) in the form `kind` asks for.
+    Values are tuples of the candidate's parts as written (one expression, or the sorted root
+    values); `matches` is math-verify's equivalence with the gold parts."""
+
+    kind = "algebra"
+    placeholder = "expression"
+
+    def __init__(self, *, task_kind: str, num_roots: int = 2, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if task_kind not in KINDS:
+            raise ValueError(f"AlgebraAnswer task_kind must be one of {list(KINDS)}, got {task_kind!r}")
+        self.task_kind, self.num_roots = task_kind, num_roots
+
+    def parse(self, text: str) -> tuple[str, ...] | None:
+        reading = _form(text, self.task_kind, self.num_roots)
+        return reading.parts if reading.ok else None
+
+    def mentions(self, text: str) -> bool:
+        return "x" in text or any(c.isdigit() for c in text)
+
+    def matches(self, value: Any, gold: Any) -> bool:
+        if self.task_kind != "roots":
+            return equivalent(gold[0], value[0])
+        left = list(gold)
+        for part in value:  # a matching, root by root, in any order
+            match = next((g for g in left if equivalent(g, part)), None)
+            if match is None:
+                return False
+            left.remove(match)
+        return True
+
+    def format(self, value: Any) -> str:
+        return ", ".join(value)
+
+    def describe(self) -> str:
+        return {"expand": "the expanded polynomial", "factor": "the factored form",
+                "roots": f"the {self.num_roots} roots separated by a comma"}[self.task_kind]
+
+    # -- writers for the generated attack suite (llm_gym.checks.attacks): from the gold's parts --
+    def attack_forms(self, gold: tuple[str, ...], rng: Any) -> list[Form]:
+        text = ", ".join(gold)
+        out = [Form("as written", text, True), Form("spaced", re.sub(r"([+-])", r" \1 ", text).strip(), True),
+               Form("latex", f"${text}$", True)]
+        if self.task_kind == "roots":
+            out.append(Form("reversed", ", ".join(reversed(gold)), True))
+            out.append(Form("named", ", ".join(f"x_{i} = {g}" for i, g in enumerate(gold, 1)), True))
+            out.append(Form("and", " and ".join(gold), True))
+        elif self.task_kind == "factor":
+            factors = re.findall(r"\([^()]*\)", gold[0])
+            if len(factors) == 2 and gold[0] == "".join(factors):
+                out.append(Form("factors swapped", factors[1] + factors[0], True))
+                out.append(Form("times sign", f"{factors[0]} \\cdot {factors[1]}", True))
+        return out
+
+    def attack_others(self, gold: tuple[str, ...], rng: Any) -> list[tuple[str, ...]]:
+        last = gold[-1]
+        digits = [i for i, c in enumerate(last) if c.isdigit()]
+        if not digits:
+            return []
+        i = digits[-1]
+        bumped = last[:i] + str((int(last[i]) + 1) % 10) + last[i + 1:]
+        return [gold[:-1] + (bumped,)]
+
+
+def _instruction(kind: str, name: str) -> str:
+    """A question's answer instruction, from the contract its env grades with."""
+    return AlgebraAnswer(task_kind=kind, name=name).instruction(brief=True)
+
+
 def read_answer(text: str, kind: str, num_roots: int = 2, *,
                 max_chars: int = MAX_RESPONSE_CHARS) -> Reading:
-    """The reply's final answer in the form `kind` asks for, or the reason there is none (see
-    the module docstring). Never raises on any `str`; cost is bounded by `max_chars`."""
-    if len(text) > max_chars:
-        return Reading("too_long")
-    if "\ufffd" in text:
-        return Reading("invalid_text")
-    text = unicodedata.normalize("NFKC", text.translate(_SYMBOLS))
-    if not text.isascii():
-        return Reading("unsupported_text")
-    if not text.strip():
-        return Reading("empty")
-    boxes = _boxes(text)
-    if boxes is None:
-        return Reading("malformed")
-    # Every answer the reply states: each box, and each answer-marker line without a box in it;
-    # with none, each line that reads in the asked form.
-    shown = boxes + [(m.start(), m.end(), m.group(1)) for m in _MARKER_LINE.finditer(text)
-                     if not _BOX_OPEN.search(m.group(1))]
-    if all(_PROSE.search(c[2]) for c in shown):  # none, or only "The answer is given below."
-        lines, pos = [], 0
-        for line in text.split("\n"):
-            if line.strip():
-                lines.append((pos, pos + len(line), line))
-            pos += len(line) + 1
-        in_form = [ln for ln in lines if _form(ln[2], kind, num_roots).ok]
-        if not in_form and not shown:
-            return Reading("no_answer") if len(lines) != 1 else _form(lines[0][2], kind, num_roots)
-        shown += in_form
-    shown.sort()
-    final = shown[-1]
-    reading = _form(final[2], kind, num_roots)
-    if not reading.ok:
-        return reading
-    # Lines of bare mathematics (no prose, no "="): a stated answer or an unnamed working step.
-    math_lines, pos = [], 0
-    for line in text.split("\n"):
-        if line.strip(" \t*_`$.:-#>") and not _PROSE.search(line) and "=" not in line:
-            math_lines.append((pos, pos + len(line)))
-        pos += len(line) + 1
-    # Hedges once an answer has been stated (or a line of bare maths written), or a strong one
-    # anywhere; before that they are working.
-    stated = [s[0] for s in shown if s is final or not _PROSE.search(s[2])]
-    first = min(stated + [start for start, _ in math_lines])
-    if any(m.start() >= first or m.group().lower() == "alternatively"
-           for m in _HEDGE.finditer(text)):
-        return Reading("hedged")
-    for start, end, candidate in shown[:-1]:
-        other = _form(candidate, kind, num_roots)
-        if other.ok and other.parts != reading.parts:
-            return Reading("conflicting")
-        if not other.ok and not _PROSE.search(candidate):
-            return Reading("conflicting")  # a stated answer in another form (prose is working)
-    if any(start >= final[1] for start, _ in math_lines):
-        return Reading("conflicting")  # a second block after the final answer
-    return reading
+    """The reply's declared answer in the form `kind` asks for (`AlgebraAnswer` under the one
+    answer policy), or the reason there is none. Never raises on any `str`; cost is bounded by
+    `max_chars`."""
+    reading = AlgebraAnswer(task_kind=kind, num_roots=num_roots, max_chars=max_chars).read(text)
+    return Reading("ok", reading.value) if reading.ok else Reading(reading.status)
 
 
 def _power(term: str) -> int:
@@ -285,26 +268,20 @@ class AlgebraGrade:
     status: str
 
 
-def _grade(text: str, kind: str, gold: tuple[str, ...], max_chars: int) -> AlgebraGrade:
-    reading = read_answer(text, kind, len(gold), max_chars=max_chars)
+def _grade(text: str, kind: str, gold: tuple[str, ...], max_chars: int, context: str = "") -> AlgebraGrade:
+    contract = AlgebraAnswer(task_kind=kind, num_roots=len(gold), context=context, max_chars=max_chars)
+    reading = contract.read(text)
     if not reading.ok:
         return AlgebraGrade(False, False, reading.status)
-    if kind != "roots":
-        return AlgebraGrade(equivalent(gold[0], reading.parts[0]), True, "ok")
-    left = list(gold)
-    for part in reading.parts:  # a matching, root by root, in any order
-        match = next((g for g in left if equivalent(g, part)), None)
-        if match is None:
-            return AlgebraGrade(False, True, "ok")
-        left.remove(match)
-    return AlgebraGrade(True, True, "ok")
+    return AlgebraGrade(contract.matches(reading.value, gold), True, "ok")
 
 
 def grade_answer(text: str, kind: str, gold: tuple[str, ...], *, timeout_s: float = GRADER_TIMEOUT_S,
-                 max_chars: int = MAX_RESPONSE_CHARS) -> AlgebraGrade:
+                 max_chars: int = MAX_RESPONSE_CHARS, context: str = "") -> AlgebraGrade:
     """Grade one reply against the gold expression (or roots), bounded by `timeout_s` through
-    `llm_gym.grading.bounded.call_bounded`; a grader that runs out of time is no credit."""
-    outcome = call_bounded(_grade, text, kind, gold, max_chars, timeout_s=timeout_s)
+    `llm_gym.grading.bounded.call_bounded`; a grader that runs out of time is no credit.
+    `context`: the question's text (its words may name the answer in a lead-in)."""
+    outcome = call_bounded(_grade, text, kind, gold, max_chars, context, timeout_s=timeout_s)
     if outcome.ok:
         return outcome.value
     return AlgebraGrade(False, False, "grader_timeout" if outcome.timed_out else "grader_error")
@@ -361,8 +338,18 @@ class AlgebraEnv(ProblemEnv):
         if self._graded is None or self._graded[0] != sample_str:  # not pre-graded by step
             self._graded = (sample_str, grade_answer(sample_str, self.task.kind, self.task.gold,
                                                      timeout_s=self.timeout_s,
-                                                     max_chars=self.max_chars))
+                                                     max_chars=self.max_chars, context=self.task.question))
         return self._graded[1]
+
+    @property
+    def answer_contract(self) -> AlgebraAnswer:
+        """The contract of this question (`AlgebraAnswer`, the task's text as context)."""
+        return AlgebraAnswer(task_kind=self.task.kind, num_roots=len(self.task.gold),
+                             context=self.task.question, max_chars=self.max_chars)
+
+    @property
+    def gold_answer(self) -> tuple[str, ...]:
+        return self.task.gold
 
     def get_question(self) -> str:
         return self.task.question
@@ -380,7 +367,7 @@ class AlgebraEnv(ProblemEnv):
         message, _ = self.renderer.parse_response(action)
         content = get_text_content(message)
         outcome = await acall_bounded(_grade, content, self.task.kind, self.task.gold,
-                                      self.max_chars, timeout_s=self.timeout_s)
+                                      self.max_chars, self.task.question, timeout_s=self.timeout_s)
         grade = outcome.value if outcome.ok else AlgebraGrade(
             False, False, "grader_timeout" if outcome.timed_out else "grader_error")
         self._graded = (content, grade)
@@ -418,14 +405,16 @@ class AlgebraSource(EnvSource):
             "graded with math-verify: expand a product of two linear factors ('Expand (x + 2)(x "
             "- 3).' -> 'x^2 - x - 6'), factor a quadratic, or give both roots of a quadratic "
             "equation (integers by default; fractions with leading='any', p ± √q with "
-            "irrational=True). A strict reader first takes the one candidate (a single \\boxed{}, "
-            "'Answer:' line or one-line reply) and checks it is in the asked form: an expanded "
+            "irrational=True). The answer is read under the one answer policy "
+            "(llm_gym.grading.POLICY) and parsed completely in the asked form: an expanded "
             "polynomial with each power once, a product of linear factors, or exactly the "
-            "roots - so echoing the question back, listing several expressions, hedging "
-            "('or', \\pm), decimals and LaTeX beyond \\frac/\\sqrt (\\phantom, \\color, \\text, "
-            "...) get no credit; then math-verify judges equivalence with the gold (gold "
-            "first, its own timeouts off, the call bounded by llm_gym.grading.bounded)."
+            "roots - so echoing the question back, two expressions in one answer, '\\pm', "
+            "decimals and LaTeX beyond \\frac/\\sqrt get no credit; then math-verify judges "
+            "equivalence with the gold (gold first, its own timeouts off, the call bounded by "
+            "llm_gym.grading.bounded)."
         ),
+        answer_contract="an expression in the asked form (AlgebraAnswer): the expanded polynomial, the factored "
+        "form or the roots, judged equivalent by math-verify",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
@@ -479,8 +468,8 @@ class AlgebraSource(EnvSource):
             gold = (f"{p}+\\sqrt{{{q}}}", f"{p}-\\sqrt{{{q}}}")
             reference = (f"{p} + \\sqrt{{{q}}}, {p} - \\sqrt{{{q}}}" if p
                          else f"\\sqrt{{{q}}}, -\\sqrt{{{q}}}")
-            question = (f"Solve {poly} = 0. Reply with just the two roots separated by a comma, "
-                        "in exact form like 1 + \\sqrt{3}, 1 - \\sqrt{3}.")
+            question = f"Solve {poly} = 0. " + _instruction(
+                "roots", "the two roots separated by a comma, in exact form like 1 + \\sqrt{3}, 1 - \\sqrt{3}")
             return AlgebraTask(kind, question, gold, reference, f"{poly} = 0",
                                f"roots:1,{-2 * p},{p * p - q}",
                                f"{p} + \\sqrt{{{q + 1}}}, {p} - \\sqrt{{{q}}}")
@@ -495,21 +484,19 @@ class AlgebraSource(EnvSource):
         factored = linear_text(a, b) + linear_text(c, d) if (a, b) != (c, d) else linear_text(a, b) + "^2"
         key = f"{kind}:{A},{B},{C}"
         if kind == "expand":
-            question = (f"Expand {factored}. Reply with just the expanded polynomial, like "
-                        "x^2 + 4x - 5.")
+            question = f"Expand {factored}. " + _instruction("expand", "the expanded polynomial, like x^2 + 4x - 5")
             return AlgebraTask(kind, question, (poly.replace(" ", ""),), poly, factored, key,
                                poly_text(A, B, C + 1))
         if kind == "factor":
-            question = (f"Factor {poly}. Reply with just the factored form, like "
-                        "(x + 1)(x - 4).")
+            question = f"Factor {poly}. " + _instruction("factor", "the factored form, like (x + 1)(x - 4)")
             flipped = linear_text(a, -b) + (linear_text(c, d) if (a, b) != (c, d) else "^2")
             return AlgebraTask(kind, question, (factored.replace(" ", ""),), factored, poly, key,
                                flipped)
         roots = sorted({Fraction(-b, a), Fraction(-d, c)})
         gold = tuple(f"{r.numerator}/{r.denominator}" if r.denominator != 1 else str(r.numerator)
                      for r in roots)
-        question = (f"Solve {poly} = 0. Reply with just the two roots separated by a comma, like "
-                    "-1, 4 (fractions as a/b).")
+        question = f"Solve {poly} = 0. " + _instruction(
+            "roots", "the two roots separated by a comma, like -1, 4 (fractions as a/b)")
         shifted = roots[0] + 1
         wrong = ", ".join([f"{shifted.numerator}/{shifted.denominator}" if shifted.denominator != 1
                            else str(shifted.numerator), gold[1]])
@@ -526,7 +513,8 @@ class AlgebraSource(EnvSource):
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the reference, boxed, on an 'Answer:' line and in LaTeX (`$...$`, x^{2},
         \\cdot) score 1. Adversarial (no credit): the question echoed back, several expressions
-        listed (the gold among them), a hedge, two boxes, a wrong answer in the right form,
+        listed (the gold among them), an undeclared reply whose last line is wrong, a hedge in
+        the answer, two boxes, a wrong answer in the right form,
         an unsimplified-but-equal form, LaTeX tricks (\\phantom, \\color, \\text, \\neq), an
         empty box and an empty reply."""
         lo = -1.0
@@ -560,8 +548,8 @@ class AlgebraSource(EnvSource):
             ScriptedCase("several expressions", "adversarial",
                          lambda env, ob: f"{env.task.echo}, {env.reference}, {wrong(env, ob)}",
                          lo, 0.0),
-            ScriptedCase("list of lines", "adversarial",
-                         lambda env, ob: f"{wrong(env, ob)}\n{env.reference}", lo, 0.0),
+            ScriptedCase("the right answer, then a wrong last line", "adversarial",
+                         lambda env, ob: f"{env.reference}\n{wrong(env, ob)}", lo, 0.0),
             ScriptedCase("hedge", "adversarial",
                          lambda env, ob: f"{env.reference} or {wrong(env, ob)}", lo, 0.0),
             ScriptedCase("two boxes", "adversarial",

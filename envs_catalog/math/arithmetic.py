@@ -347,6 +347,7 @@ class MathMultiSource(MathSource):
             "(usual precedence, negative answers allowed), e.g. '12+34*56-78='. Same grader and "
             "knobs as llm/Math-v0, with harder defaults."
         ),
+        answer_contract="integer (IntegerAnswer)",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=MathSource.card.reward_meaning,

@@ -70,16 +70,16 @@ class FractionsSource(NumericSource):
             "offline: by default two fractions with denominators up to 9 to add or subtract, "
             "e.g. 'Compute 1/2 + 2/3.' -> '7/6'. Knobs add ×/÷ (usual precedence), more operands, "
             "larger denominators and negative answers. The answer is graded exactly: a fraction "
-            "a/b (it need not be in lowest terms), an integer or a terminating decimal, bare, "
-            "\\boxed{} or on an 'Answer:' line; LaTeX \\frac and rounded decimals get no credit, "
-            "and a reply showing two different values gets none either (answer policy: "
-            "llm_gym.grading)."
+            "a/b or \\frac{a}{b} (it need not be in lowest terms), a mixed number, an integer or a "
+            "terminating decimal, read under the one answer policy (llm_gym.grading.POLICY); a "
+            "rounded decimal is another number."
         ),
+        answer_contract="an exact number (NumberAnswer): a/b, \\frac{a}{b}, an integer or a terminating decimal",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the exact value, 0 for a wrong number, "
-            "-format_coef (0.1) when no single number can be read (empty, hedged, conflicting, "
+            "-format_coef (0.1) when no single number can be read (empty, malformed, conflicting, "
             "over 4096 characters, invalid UTF-8); a reply not ended by the renderer's end of "
             "turn loses format_coef but is still graded."
         ),

@@ -71,15 +71,15 @@ class LinearEquationSource(NumericSource):
             "Solve a linear equation, generated offline: by default one unknown with an integer "
             "solution, e.g. 'Solve for x: 3x + 4 = 19.' -> '5'. Knobs put the unknown on both "
             "sides, make the solution a fraction, or ask for one variable of a 2x2 system. The "
-            "answer is one exact number (bare, 'x = 5', \\boxed{} or an 'Answer:' line; a "
-            "fraction a/b for fractional solutions), graded exactly; a reply showing two "
-            "different values gets no credit (answer policy: llm_gym.grading)."
+            "answer is one exact number ('5', 'x = 5'; a fraction a/b for fractional solutions), "
+            "graded exactly, read under the one answer policy (llm_gym.grading.POLICY)."
         ),
+        answer_contract="an exact number (NumberAnswer, variable x or y): '5', 'x = 5', a/b",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the solution, 0 for a wrong number, "
-            "-format_coef (0.1) when no single number can be read (empty, hedged, conflicting, "
+            "-format_coef (0.1) when no single number can be read (empty, malformed, conflicting, "
             "over 4096 characters, invalid UTF-8); a reply not ended by the renderer's end of "
             "turn loses format_coef but is still graded."
         ),

@@ -77,15 +77,15 @@ class NumberTheorySource(NumericSource):
             "divisor, least common multiple, remainders (a mod m), modular powers (a^k mod m), "
             "the next prime after n, and the number of divisors of n, with numbers up to "
             "max_value (100 by default), e.g. 'What is gcd(84, 36)?' -> '12'. The knob kinds "
-            "picks the question types. Answers are one integer (bare, \\boxed{} or an 'Answer:' "
-            "line), graded exactly; a reply showing two different values gets no credit (answer "
-            "policy: llm_gym.grading)."
+            "picks the question types. Answers are one integer, graded exactly, read under the "
+            "one answer policy (llm_gym.grading.POLICY)."
         ),
+        answer_contract="an integer (NumberAnswer)",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the right integer, 0 for a wrong number, "
-            "-format_coef (0.1) when no single number can be read (empty, hedged, conflicting, "
+            "-format_coef (0.1) when no single number can be read (empty, malformed, conflicting, "
             "over 4096 characters, invalid UTF-8); a reply not ended by the renderer's end of "
             "turn loses format_coef but is still graded."
         ),

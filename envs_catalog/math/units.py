@@ -1,11 +1,13 @@
 """Unit conversions with exact factors: `UnitConversionSource` (`llm/UnitConversion-v0`).
 
 A task converts a quantity between two units of one dimension (length, mass, time, volume):
-"Convert 3 kilometres to metres." Every factor is an exact rational number taken from the unit definitions
-(1 in = 0.0254 m exactly, 1 lb = 0.45359237 kg, 1 US gal = 231 in^3 = 3.785411784 L, ...), so the
-true answer is an exact `Fraction`. It is graded by `llm_gym.grading.grade_numeric` and then
-within a relative `tolerance` (knob, default 0.001 = 0.1%, stated in the prompt and on the card):
-a rounded decimal close enough earns credit, two different numbers never do. `systems` picks
+"Convert 3 kilometres to metres." Every factor is an exact rational number taken from the unit
+definitions of `llm_gym.grading.units` (1 in = 0.0254 m exactly, 1 lb = 0.45359237 kg, 1 US gal =
+231 in^3 = 3.785411784 L, ...), so the true answer is an exact `Fraction`. The answer contract is
+a `NumberAnswer` in the asked unit within a relative `tolerance` (knob, default 0.001 = 0.1%,
+stated in the prompt and on the card): a rounded decimal close enough earns credit, and a value
+written in another unit of the dimension is converted exactly ("85 m" for 0.085 km); a unit of
+another dimension, or the number in another unit unconverted, is not the answer. `systems` picks
 metric-only pairs (default: powers of ten, exact short decimals), imperial/US-only pairs, or any
 pair (metric <-> imperial). Split key: the quantity and the two units.
 """
@@ -28,36 +30,25 @@ from envs_catalog.math._numeric import (
 )
 from llm_gym.authoring import check_choice, check_float, check_int
 from llm_gym.env_source import EnvCard
+from llm_gym.grading.units import unit as grading_unit
 
-F = Fraction
-_INCH = F("0.0254")  # metres, exact by definition (1959)
-_POUND = F("0.45359237")  # kilograms, exact by definition
-_GALLON = F(231) * _INCH**3 * 1000  # litres (a US gallon is 231 cubic inches)
-
-# dimension -> unit -> (size in the dimension's base unit, system, plural name)
+_SYSTEMS = {  # dimension -> unit symbol -> (system, plural name as the prompt writes it)
+    "length": {"mm": ("metric", "millimetres"), "cm": ("metric", "centimetres"), "m": ("metric", "metres"),
+               "km": ("metric", "kilometres"), "in": ("imperial", "inches"), "ft": ("imperial", "feet"),
+               "yd": ("imperial", "yards"), "mi": ("imperial", "miles")},
+    "mass": {"mg": ("metric", "milligrams"), "g": ("metric", "grams"), "kg": ("metric", "kilograms"),
+             "t": ("metric", "tonnes"), "oz": ("imperial", "ounces"), "lb": ("imperial", "pounds")},
+    "time": {"s": ("both", "seconds"), "min": ("both", "minutes"), "h": ("both", "hours"),
+             "day": ("both", "days"), "week": ("both", "weeks")},  # the same in both systems
+    "volume": {"mL": ("metric", "millilitres"), "L": ("metric", "litres"),
+               "fl oz": ("imperial", "US fluid ounces"), "cup": ("imperial", "US cups"),
+               "pt": ("imperial", "US pints"), "qt": ("imperial", "US quarts"), "gal": ("imperial", "US gallons")},
+}
+# dimension -> unit -> (size in the dimension's base unit, system, plural name). The sizes are
+# llm_gym.grading.units' (one definition: the contract that grades converts with the same ones).
 UNITS: dict[str, dict[str, tuple[Fraction, str, str]]] = {
-    "length": {
-        "mm": (F(1, 1000), "metric", "millimetres"), "cm": (F(1, 100), "metric", "centimetres"),
-        "m": (F(1), "metric", "metres"), "km": (F(1000), "metric", "kilometres"),
-        "in": (_INCH, "imperial", "inches"), "ft": (12 * _INCH, "imperial", "feet"),
-        "yd": (36 * _INCH, "imperial", "yards"), "mi": (63360 * _INCH, "imperial", "miles"),
-    },
-    "mass": {
-        "mg": (F(1, 10**6), "metric", "milligrams"), "g": (F(1, 1000), "metric", "grams"),
-        "kg": (F(1), "metric", "kilograms"), "t": (F(1000), "metric", "tonnes"),
-        "oz": (_POUND / 16, "imperial", "ounces"), "lb": (_POUND, "imperial", "pounds"),
-    },
-    "time": {  # the same in both systems
-        "s": (F(1), "both", "seconds"), "min": (F(60), "both", "minutes"),
-        "h": (F(3600), "both", "hours"), "day": (F(86400), "both", "days"),
-        "week": (F(604800), "both", "weeks"),
-    },
-    "volume": {
-        "mL": (F(1, 1000), "metric", "millilitres"), "L": (F(1), "metric", "litres"),
-        "fl oz": (_GALLON / 128, "imperial", "US fluid ounces"),
-        "cup": (_GALLON / 16, "imperial", "US cups"), "pt": (_GALLON / 8, "imperial", "US pints"),
-        "qt": (_GALLON / 4, "imperial", "US quarts"), "gal": (_GALLON, "imperial", "US gallons"),
-    },
+    dim: {sym: (grading_unit(sym).size, system, plural) for sym, (system, plural) in units.items()}
+    for dim, units in _SYSTEMS.items()
 }
 _SINGULAR = {"inches": "inch", "feet": "foot", "US fluid ounces": "US fluid ounce"}
 SYSTEMS = ("metric", "imperial", "mixed")
@@ -107,10 +98,11 @@ class UnitConversionSource(NumericSource):
             "gallon = 3.785411784 L, by definition). By default both units are metric (or units "
             "of time), e.g. 'Convert 3 kilometres to metres.' -> '3000'; systems='mixed' asks metric <-> "
             "imperial. The answer is one number (integer, decimal or a/b), accepted within a "
-            "relative tolerance of 0.1% (knob tolerance; stated in the prompt); a reply showing "
-            "two different numbers gets no credit, even if both are close (answer policy: "
-            "llm_gym.grading)."
+            "relative tolerance of 0.1% (knob tolerance; stated in the prompt), read under the one "
+            "answer policy (llm_gym.grading.POLICY); a value in another unit of the dimension is "
+            "converted exactly ('85 m' is 0.085 km), a unit of another dimension is not the answer."
         ),
+        answer_contract="a number in the asked unit (NumberAnswer, unit converted exactly, relative tolerance)",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(

@@ -5,7 +5,7 @@ buys packs of them; maybe shares them out at the end), `shopping` (items at a pr
 change from a note), `travel` (legs at a speed for a time) and `groups` (rows or boxes of things,
 more added or removed). Names, items and quantities are drawn from the seed; `steps` (1-4) is the
 number of arithmetic operations the answer needs. Every answer is a non-negative integer, computed
-alongside the text, and graded by `llm_gym.grading.grade_numeric` (answer policy:
+alongside the text, and graded by the task's `NumberAnswer` contract (answer policy:
 `llm_gym.grading`). Split key: the problem text.
 """
 
@@ -82,15 +82,15 @@ class WordProblemSource(NumericSource):
             "things) with drawn names, items and quantities; steps (1 by default, up to 4) sets "
             "how many operations the answer takes, e.g. 'Maya has 7 stickers. Maya finds 5 "
             "more stickers. How many stickers does Maya have now?' -> '12'. The answer is one "
-            "non-negative integer (bare, \\boxed{} or an 'Answer:' line; working before it is fine), graded "
-            "exactly; a reply showing two different final answers gets no credit (answer "
-            "policy: llm_gym.grading)."
+            "non-negative integer ('12', '12 stickers', '$36' when dollars are asked), graded "
+            "exactly, read under the one answer policy (llm_gym.grading.POLICY)."
         ),
+        answer_contract="an integer (NumberAnswer) with the noun or unit the question asks for",
         multi_turn=False,
         reward_range=(-0.1, 1.0),
         reward_meaning=(
             "format_coef*(format_ok-1) + correct: 1 for the right number, 0 for a wrong one, "
-            "-format_coef (0.1) when no single number can be read (empty, hedged, conflicting, "
+            "-format_coef (0.1) when no single number can be read (empty, malformed, conflicting, "
             "over 4096 characters, invalid UTF-8); a reply not ended by the renderer's end of "
             "turn loses format_coef but is still graded."
         ),

@@ -10,6 +10,7 @@ import math
 import re
 from fractions import Fraction
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -365,12 +366,15 @@ def test_reader_accepts_the_asked_forms(text, kind, n):
     assert read_answer(text, kind, n).ok, read_answer(text, kind, n)
 
 
+_TRICK_GOLD = {"expand": ("x^2-x-6",), "factor": ("(x+2)(x-3)",), "roots": ("-2", "3")}
+
+
 @pytest.mark.parametrize("text,kind,status", [
     ("(x + 2)(x - 3)", "expand", "wrong_form"),  # the question echoed back
     ("x^2 - 3x + 2x - 6", "expand", "wrong_form"),  # equal but not simplified
     ("x(x - 1) - 6", "expand", "wrong_form"),
     ("x^2 - x - 6, (x+2)(x-3)", "expand", "wrong_form"),
-    ("x^2 - x - 6\nx^2 + x - 6", "expand", "conflicting"),  # two answers, no label
+    ("x^2 - x - 6\nx^2 + x - 6", "expand", "wrong"),  # no label: the last line is read
     ("x^2 - x - 6 or x^2 + x - 6", "expand", "hedged"),
     ("x^2 - x - 6, actually x^2 + x - 6", "expand", "hedged"),
     ("\\boxed{x^2 - x - 6} \\boxed{x^2 + x - 6}", "expand", "conflicting"),
@@ -381,7 +385,6 @@ def test_reader_accepts_the_asked_forms(text, kind, n):
     ("x^2 - x - 6000000000", "expand", "wrong_form"),
     ("$\\phantom{x^2-x-6}x^2+x-6$", "expand", "unsupported_latex"),
     ("\\boxed{\\color{white}{x^2}x^2-x-6}", "expand", "unsupported_latex"),
-    ("\\boxed{\\text{x^2-x-6}}", "expand", "unsupported_latex"),
     ("\\boxed{\\neq x^2-x-6}", "expand", "unsupported_latex"),
     ("x^2 - x - 6.0", "expand", "wrong_form"),
     ("x^2 \u2212 x \u2212 6 \u202e", "expand", "unsupported_text"),
@@ -397,7 +400,15 @@ def test_reader_accepts_the_asked_forms(text, kind, n):
     ("x" * 5000, "roots", "too_long"), ("-2, \ufffd3", "roots", "invalid_text"),
 ])
 def test_reader_refuses_tricks(text, kind, status):
-    assert read_answer(text, kind, 2).status == status
+    """None of these earns credit. `status` names the trick; under the one answer policy most
+    read as no answer in the asked form ("malformed"), two lines without a label as the last
+    one (a wrong answer), two declarations as "conflicting"."""
+    assert not grade_answer(text, kind, _TRICK_GOLD[kind]).correct, read_answer(text, kind, 2)
+    reading = read_answer(text, kind, 2)
+    if status in ("conflicting", "too_long", "invalid_text", "wrong"):
+        assert reading.status == ("ok" if status == "wrong" else status), reading
+    else:
+        assert not reading.ok, reading
 
 
 def test_grading_is_equivalence_in_any_order_and_exact():
@@ -467,3 +478,17 @@ def test_cards_describe_the_registered_defaults(cls):
             UnitConversionSource: Fraction(3000),
         }[cls]
         assert Fraction(answer) == expected
+
+
+@pytest.mark.parametrize("env_id", ["llm/Math-v0", "llm/Fractions-v0", "llm/LinearEquation-v0",
+                                    "llm/UnitConversion-v0", "llm/WordProblem-v0", "llm/Algebra-v0"])
+def test_the_generated_attack_suite_finds_nothing(env_id):
+    """The generated suite (llm_gym.checks.attacks) on two tasks: every reply built to earn
+    credit earns it, every reply built not to does not."""
+    from llm_gym.checks.attacks import audit_source
+
+    source = gym.make(env_id).unwrapped.source
+    cls, renderer = type(source), source.renderer
+    report = audit_source(lambda knobs: cls(renderer=renderer, **knobs), [0, 1], per_seed=120)
+    assert report.runs >= 400, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings[:5]

@@ -13,8 +13,9 @@ import importlib
 import sys
 from pathlib import Path
 
-from envs_catalog import ALL_SPECS, ENV_SPECS
+from envs_catalog import ALL_SPECS, ENV_SPECS, hackability
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading.policy import POLICY
 
 CATALOG_PATH = Path(__file__).with_name("CATALOG.md")
 
@@ -49,6 +50,10 @@ def _needs(spec: dict) -> str:
     return f"`{required}` (`[{_EXTRA_OF.get(package, package)}]`)"
 
 
+def _hackability_command() -> str:
+    return hackability.load().get("command", "python -m envs_catalog.hackability")
+
+
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
@@ -62,14 +67,27 @@ def render_catalog() -> str:
         "Ids with an entry under *needs* are registered only when that package is installed (the",
         "extra in brackets installs it); the others need nothing beyond `llm-gym`.",
         "",
-        "| id | family | turns | reward range | needs |",
-        "|---|---|---|---|---|",
+        "Every reward is read under one answer policy (`llm_gym.grading.POLICY`):",
+        "",
+        f"> {POLICY}",
+        "",
+        "*Hackability* is measured, not hoped: the generated attack suite (`llm_gym.checks.attacks`:",
+        "replies built from parts -- natural forms, other values, second declarations, second values",
+        "in the slot, bounds, scales, units, doubts, disguises, junk -- each with its verdict by",
+        "construction) played through each env's real episodes. The column gives the false-credit /",
+        "false-denial rates over the replies played and any *exploitable* false credits (ones a",
+        f"policy that does not know the answer could learn). Command: `{_hackability_command()}`",
+        "(`envs_catalog/hackability.json`; the numbers are a pure function of the code).",
+        "",
+        "| id | family | turns | reward range | hackability (false credit / false denial) | needs |",
+        "|---|---|---|---|---|---|",
     ]
     entries = all_cards()
+    measured = hackability.load()["ids"]
     for spec, card in entries:
         turns = "multi" if card.multi_turn else "single"
         lines.append(f"| `{card.id}` | {card.family} | {turns} | {list(card.reward_range)} | "
-                     f"{_needs(spec)} |")
+                     f"{hackability.cell(measured.get(card.id))} | {_needs(spec)} |")
     for spec, card in entries:
         lines += [
             "",
@@ -81,6 +99,9 @@ def render_catalog() -> str:
             f"- **Family:** {card.family}; **turns:** {'multi' if card.multi_turn else 'single'}",
             f"- **Reward range:** {list(card.reward_range)} (with default knobs)",
             f"- **Reward:** {card.reward_meaning}",
+            f"- **Answer contract:** {card.answer_contract or 'not declared'}",
+            f"- **Hackability:** {hackability.cell(measured.get(card.id))}"
+            + (f"; **known hackable:** {card.known_hackable}" if card.known_hackable else ""),
             f"- **Data:** {card.data_source}; **license:** {card.license}",
             f"- **Registered knobs:** `{spec.get('kwargs', {})}`"
             + (f"; **needs:** {_needs(spec)}" if spec.get("requires") else ""),

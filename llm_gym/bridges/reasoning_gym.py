@@ -6,10 +6,11 @@ tags (reasoning-gym's own `extract_answer`, with its "default" system prompt ask
 `answer_format="raw"` takes the whole reply, with no system prompt) and scored by the dataset's own
 `score_answer`, in [0, 1], through `llm_gym.grading.bounded` (a scorer that hangs on an adversarial
 answer is cut off after `grader_timeout_s`, metric `grader_timeout`; one that raises scores 0,
-metric `score_error`). On top of it, llm-gym's answer policy (`ReasoningGymEnv.answer_policy`): a
-reply whose `<answer>` blocks disagree, or that hedges outside them after the first ("or",
-"alternatively", "if not", ...), scores 0 (metrics `conflicting`, `hedged`) -- reasoning-gym reads
-only the last block, so an answer listed beside others would be paid. Reward = `format_coef *
+metric `score_error`). On top of it, llm-gym's one answer policy (`llm_gym.grading.POLICY`, with the
+dataset's `<answer>` tags as the declaration: `ReasoningGymEnv.answer_policy`): a reply whose
+`<answer>` blocks disagree (or that leaves one unclosed) scores 0 (metric `conflicting`) --
+reasoning-gym reads only the last block, so an answer listed beside others would be paid; text
+outside the blocks is not read. Reward = `format_coef *
 (format_ok - 1) + score`, where `format_ok` means the reply ended on the renderer's stop sequence
 (and, with tags, held them). Out-of-vocabulary ids, invalid UTF-8 and replies over
 `max_response_chars` are never scored: `-format_coef`, metric `invalid_response`. Every field of the
@@ -44,7 +45,6 @@ from llm_gym.bridges._example import LazyCard, message
 from llm_gym.wrappers.from_text import _PrivateGlobalRNG
 from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.grading.bounded import BoundedCall, acall_bounded, call_bounded
-from llm_gym.grading.final import HEDGE
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, Renderer, get_text_content
 from llm_gym.rl import ProblemEnv
@@ -198,13 +198,11 @@ class ReasoningGymEnv(ProblemEnv):
         return extract_answer(content)
 
     def answer_policy(self, content: str) -> str | None:
-        """llm-gym's answer policy on top of the dataset's scorer (tags format): "conflicting"
-        when the reply's `<answer>` blocks do not all say the same (or one is left unclosed),
-        "hedged" when a hedge
-        ("or", "alternatively", "if not", ...: `llm_gym.grading.final.HEDGE`) stands outside
-        them after the first; None otherwise. Either earns no score: the dataset's
+        """llm-gym's one answer policy on top of the dataset's scorer (tags format): "conflicting"
+        when the reply's `<answer>` blocks (its declarations) do not all say the same, or one is
+        left unclosed; None otherwise. Conflicting earns no score: the dataset's
         `extract_answer` reads only the last block, so an answer listed beside others would be
-        paid. Text before the first block is working, never judged."""
+        paid. Text outside the blocks is never read."""
         if self.answer_format != "tags":
             return None
         blocks = list(_ANSWER_BLOCK.finditer(content))
@@ -212,8 +210,7 @@ class ReasoningGymEnv(ProblemEnv):
             return None
         if len({b.group(1).strip() for b in blocks}) > 1 or content.count("<answer>") > len(blocks):
             return "conflicting"  # another answer, or one more opened and left unclosed
-        outside = _ANSWER_BLOCK.sub(" ", content[blocks[0].start():])
-        return "hedged" if HEDGE.search(outside) else None
+        return None
 
     def check_format(self, sample_str: str) -> bool:
         return self.answer_format == "raw" or self.extract(sample_str) is not None
@@ -241,8 +238,7 @@ class ReasoningGymEnv(ProblemEnv):
     async def step(self, action: Action, *, extra: ActionExtra | None = None) -> StepResult:
         message, termination = self.renderer.parse_response(action)
         content = get_text_content(message)
-        metrics: dict[str, float] = {"invalid_response": 0.0, "score_error": 0.0,
-                                     "conflicting": 0.0, "hedged": 0.0}
+        metrics: dict[str, float] = {"invalid_response": 0.0, "score_error": 0.0, "conflicting": 0.0}
         if (
             self.renderer.has_invalid_ids(action) or "\ufffd" in content
             or len(content) > MAX_RESPONSE_CHARS
@@ -252,7 +248,6 @@ class ReasoningGymEnv(ProblemEnv):
         else:
             policy = self.answer_policy(content)
             metrics["conflicting"] = float(policy == "conflicting")
-            metrics["hedged"] = float(policy == "hedged")
             if policy is not None:
                 outcome = None
             elif self.grader_timeout_s is None:  # no bound asked for: the scorer runs inline

@@ -13,9 +13,9 @@ env runs on `demo_rows`: 200 synthetic arithmetic word problems generated here, 
 format, split by question hash -- enough for `gym.make` with no arguments, smoke tests and
 `llm-gym check` (the card says so); they are not a benchmark. Rewards are the env's (gsm8k: 1 for a correct
 `#### answer`, else 0; aime: 1 or -1); a reply that never reaches the env scores the lowest, and so
-does one that states another answer besides its final one (llm-gym's answer policy,
-`llm_gym.grading`: SkyRL's readers take the first or last match and would pay it; info
-`answer_refused`). Registered ids and the ones
+does one whose answer llm-gym's one answer policy (`llm_gym.grading.POLICY`) cannot read as one
+number -- two declared answers, or a last line such as "Alternatively #### 6" -- since SkyRL's
+readers take the first or last match and would pay it (info `answer_refused`). Registered ids and the ones
 left out (they need downloaded databases, a retrieval server, or run model-written code outside a
 sandbox) are in `llm_gym.bridges.SKYRL`.
 """
@@ -38,7 +38,7 @@ from llm_gym.wrappers.from_text import StringEnvSource, _PrivateGlobalRNG
 __all__ = ["DEMO", "SkyRLEnv", "SkyRLSource", "demo_rows", "load_rows", "skyrl_card"]
 
 _EMPHASIS = re.compile(r"\*\*|__")
-_REFUSED = (AnswerStatus.CONFLICTING, AnswerStatus.CONFUSABLE)
+_REFUSED = (AnswerStatus.CONFLICTING, AnswerStatus.CONFUSABLE, AnswerStatus.MALFORMED)
 REWARD_RANGES = {"aime": (-1.0, 1.0)}  # AIME scores a wrong answer -1; the others 0
 ANSWER_FORMATS = {"aime": "Answer: {}"}  # the card example's answer; the others "#### {}"
 _MAKE_DATA_HINT = (
@@ -143,10 +143,10 @@ class SkyRLEnv:
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict]:
         """SkyRL's step on the reply with markdown emphasis removed (AIME's reader refuses
-        "Answer: **75**"); llm-gym's answer policy on top: a reply that states another answer
-        besides its final one (`llm_gym.grading.extract_answer` says conflicting or confusable)
-        earns no more than the lowest reward, whatever SkyRL's reader took from it (info
-        `answer_refused`)."""
+        "Answer: **75**"); llm-gym's one answer policy on top: a reply whose answer
+        `llm_gym.grading.extract_answer` cannot read as one number (conflicting, malformed,
+        confusable) earns no more than the lowest reward, whatever SkyRL's reader took from it
+        (info `answer_refused`)."""
         out = self.env.step(_EMPHASIS.sub("", action))
         metadata = out.get("metadata") or {}
         info = {k: v for k, v in metadata.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

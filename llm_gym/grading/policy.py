@@ -7,7 +7,8 @@ every answer contract (`llm_gym.grading.contract`):
    holding U+FFFD `invalid_text`, a blank one `empty`; the rest is read as it is shown
    (`llm_gym.grading.normalize.visible_text`: NFKC, zero-width and format characters dropped,
    look-alike letters mapped, bidirectional overrides refused).
-2. **Declarations.** The reply declares an answer with a `\\boxed{...}` (balanced braces), or with
+2. **Declarations.** The reply declares an answer with a `\\boxed{...}` (balanced braces), an
+   `<answer>...</answer>` pair of tags, or with
    one of the contract's label words ("answer"; a game's "move" or "guess") followed by `:`,
    `=`, "is", "are", "would be", ... -- "Answer: 75", "**Final answer:** 75", "The answer to
    the question is 75", "My backup answer is 76" -- whatever words stand before the label. A
@@ -63,7 +64,8 @@ class Reading:
     "confusable", "unsupported_digits" (the reply cannot be read), "no_answer" (nothing
     declared and no last line), "malformed" (the declared answer is not one value of the
     contract's kind), "conflicting" (two declarations, two values). `text` is the slot that
-    was parsed and `source` how it was declared: "boxed", "label", "last_line", "last_block"."""
+    was parsed and `source` how it was declared: "boxed", "tag", "label", "last_line",
+    "last_block"."""
 
     status: str
     value: Any = None
@@ -86,6 +88,9 @@ class Declaration:
 
 # --- finding declarations ----------------------------------------------------------------------
 _BOX_OPEN = re.compile(r"\\+(?:boxed|fbox)[ \t]*\{")
+# The tags many RL datasets declare an answer with (reasoning-gym, GEM): "<answer>75</answer>".
+_ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.IGNORECASE | re.DOTALL)
+_ANSWER_TAG_OPEN = re.compile(r"<answer>", re.IGNORECASE)
 _SEP = (r"(?::=|:|=>|->|→|=|(?:is|are|was|were)(?![^\W_])(?:[ \t*_]*:)?|equals?(?![^\W_])|"
         r"(?:would|will|should|must|shall)[ \t]+be(?![^\W_])(?:[ \t*_]*:)?)")
 # Markup between a label and its separator or value.
@@ -162,12 +167,17 @@ def _next_block(text: str, pos: int, multiline: bool) -> str:
 
 
 def declarations(visible: str, contract: AnswerContract) -> list[Declaration] | None:
-    """Every declaration in the visible text, in order (None: an unclosed `\\boxed{`)."""
+    """Every declaration in the visible text, in order (None: an unclosed `\\boxed{` or
+    `<answer>`)."""
     boxes = _boxes(visible)
     if boxes is None:
         return None
+    tags = [(m.start(), m.end(), m.group(1)) for m in _ANSWER_TAG.finditer(visible)]
+    if len(tags) != len(_ANSWER_TAG_OPEN.findall(visible)):
+        return None
     found = [Declaration("boxed", contents, start) for start, _, contents in boxes]
-    in_box = [(s, e) for s, e, _ in boxes]
+    found += [Declaration("tag", contents, start) for start, _, contents in tags]
+    in_box = [(s, e) for s, e, _ in boxes + tags]
     labels = [m for m in _labels(contract).finditer(visible)
               if not any(s <= m.start() < e for s, e in in_box)]
     for k, m in enumerate(labels):

@@ -55,11 +55,15 @@ _LATEX_WRAP = re.compile(
     r"[ \t]*\{(.*)\}", re.DOTALL)
 
 
+_HEADING = re.compile(r"^#{1,6}[ \t]+")
+
+
 def strip_decoration(text: str) -> str:
-    """`text` without the markup around a value: whitespace, markdown emphasis and code,
+    """`text` without the markup around a value: a markdown heading mark, whitespace, markdown
+    emphasis and code,
     `$...$`, `\\(...\\)`, quotes, one pair of brackets around the whole, LaTeX wrappers
     (`\\boxed{}`, `\\text{}`, `\\mathbf{}`, ...) and one final `.` or `!`."""
-    s = text.strip()
+    s = _HEADING.sub("", text.strip(), count=1)
     for _ in range(8):
         before = s
         if s[-1:] in (".", "!") and not s.endswith(".."):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -140,7 +141,9 @@ def inferred_contract(gold_reply: str) -> Any:
     from llm_gym.grading.contracts import ExactTextAnswer, NumberAnswer
     from llm_gym.grading.quantity import read_quantity, strip_decoration
 
-    if read_quantity(strip_decoration(gold_reply)) is not None:
+    tagged = re.fullmatch(r"\s*<answer>(.*)</answer>\s*", gold_reply, re.DOTALL | re.IGNORECASE)
+    inside = tagged.group(1) if tagged else gold_reply
+    if read_quantity(strip_decoration(inside)) is not None:
         return NumberAnswer()
     return ExactTextAnswer()
 
@@ -182,7 +185,8 @@ async def _audit_case(source: EnvSource, case: ScriptedCase, seed: int, report: 
         got = await _play(source, case, seed, prefix + [attack.reply])
         report.add(attack, got, gold_return, case.name, seed)
         report.records.append({"env": env_label, "case": case.name, "knobs": dict(case.knobs), "seed": seed,
-                               "prefix": prefix, "reply": attack.reply, "credit": attack.credit,
+                               "prefix": prefix, "gold_reply": replies[-1], "reply": attack.reply,
+                               "credit": attack.credit,
                                "family": attack.family, "variant": attack.variant,
                                "exploitable": attack.exploitable, "gold_return": gold_return, "got": got})
 

@@ -111,8 +111,8 @@ class ExactTextAnswer(AnswerContract):
         found = super().find_declarations(visible)
         if found is None:
             return None
-        return [d for d in found if d.source == "label"
-                and _LINE_LEAD.fullmatch(visible[visible.rfind("\n", 0, d.start) + 1: d.start])]
+        return [d for d in found if d.source == "tag" or (
+            d.source == "label" and _LINE_LEAD.fullmatch(visible[visible.rfind("\n", 0, d.start) + 1: d.start]))]
 
     def mentions(self, text: str) -> bool:
         return bool(text.strip())

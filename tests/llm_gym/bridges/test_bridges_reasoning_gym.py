@@ -77,18 +77,17 @@ def test_every_id_passes_check_env_and_a_scripted_episode(env_id):
     assert [str(w.message) for w in caught] == []
 
 
-_SECOND_ANSWERS = {  # every way of giving a second answer beside the reference: no score
+_SECOND_ANSWERS = {  # a second declared answer (an <answer> block) beside the reference: no score
     "after": lambda gold, alt: f"<answer>{gold}</answer>\n\n<answer>{alt}</answer>",
     "before": lambda gold, alt: f"<answer>{alt}</answer>\nHmm, no:\n<answer>{gold}</answer>",
     "unclosed after": lambda gold, alt: f"<answer>{gold}</answer>\n<answer>{alt}",
-    "hedge after": lambda gold, alt: f"<answer>{gold}</answer>\nOr maybe {alt}.",
-    "backup after": lambda gold, alt: f"<answer>{gold}</answer>\nIf not, my backup is {alt}.",
 }
-_WORKING = {  # the reference with working around it: full score
+_WORKING = {  # the reference with text around it, which the one answer policy never reads: full score
     "hedging while working": lambda gold: ("Either this or that could work; maybe the first. "
                                            f"Let me check.\n<answer>{gold}</answer>"),
     "said twice": lambda gold: f"<answer>{gold}</answer>\nSo: <answer>{gold}</answer>",
     "a check after": lambda gold: f"<answer>{gold}</answer>\nI checked it against the question.",
+    "prose after": lambda gold: f"<answer>{gold}</answer>\nOr maybe something else.",
 }
 
 
@@ -107,7 +106,7 @@ def test_the_answer_policy_pays_one_answer_and_never_one_of_several(env_id):
         env.reset(seed=3)
         _, reward, _, _, info = env.step(say(build(gold, others[0])))
         assert reward < 1.0, (name, info["logs"])
-        assert info["metrics"]["conflicting"] + info["metrics"]["hedged"] == 1.0, name
+        assert info["metrics"]["conflicting"] == 1.0, name
     for name, build in _WORKING.items():
         env.reset(seed=3)
         _, reward, _, _, info = env.step(say(build(gold)))

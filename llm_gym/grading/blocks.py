@@ -14,14 +14,27 @@ how it is compared; this module holds what they share: markup stripping (`strip_
 a hedge after the final answer (`opens_alternative`, `hedged`), the premise of a hypothetical
 line (`hypothesis_has`), and grouping answer lines into blocks (`blocks`, `final_block`,
 `split_at_repeats`).
+
+Deprecated since 0.2: readers now declare an answer contract (`llm_gym.grading.contracts`,
+`AnswerContract`) read under the one answer policy (`llm_gym.grading.policy`); this module keeps
+its behaviour until 0.3 and warns on import.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Callable, Sequence
 
 # Markdown around a line or a value: bullets, headings, quotes, emphasis, inline code.
+
+warnings.warn(
+    "llm_gym.grading.blocks is deprecated and will be removed in 0.3: declare an answer contract "
+    "(llm_gym.grading.contracts.AnswerContract) and read replies with contract.read / contract.grade "
+    "(the one answer policy, llm_gym.grading.policy)",
+    DeprecationWarning, stacklevel=2,
+)
+
 _LEAD = re.compile(r"^[ \t]*(?:[#>]+[ \t]*)*(?:(?:[-+*\u2022]|\d{1,2}[.)])[ \t]+)?")
 _EMPHASIS = re.compile(r"\*\*|__|`")
 FENCE = re.compile(r"^[ \t]*(?:```|~~~)[\w+-]*[ \t]*$")

@@ -18,6 +18,10 @@ Prose that `read` refuses is working wherever it stands: reasoning before the an
 is below", a check after it. An env keeps only what is task-specific — its `read`, which must be
 strict (the whole segment is one answer, or None). Limits first, as for numbers: over `max_chars`
 is `too_long`, U+FFFD `invalid_text`, a blank reply `empty`; no candidate is `no_answer`.
+
+Deprecated since 0.2: readers now declare an answer contract (`llm_gym.grading.contracts`,
+`AnswerContract`) read under the one answer policy (`llm_gym.grading.policy`); this module keeps
+its behaviour until 0.3 and warns on import.
 """
 
 from __future__ import annotations
@@ -25,10 +29,19 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from llm_gym.grading.answers import MAX_RESPONSE_CHARS
+
+
+warnings.warn(
+    "llm_gym.grading.final is deprecated and will be removed in 0.3: declare an answer contract "
+    "(llm_gym.grading.contracts.AnswerContract) and read replies with contract.read / contract.grade "
+    "(the one answer policy, llm_gym.grading.policy)",
+    DeprecationWarning, stacklevel=2,
+)
 
 __all__ = ["HEDGE", "FinalAnswer", "final_answer", "strict_or_final"]
 

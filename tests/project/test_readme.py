@@ -101,3 +101,13 @@ def test_shell_examples_name_real_commands():
                 assert line.split()[1] in targets, f"README names unknown make target: {line}"
             if line.startswith("llm-gym "):
                 assert line.split()[1] in COMMANDS, f"README names unknown subcommand: {line}"
+
+
+def test_the_answer_policy_is_stated_as_the_code_states_it():
+    """The README quotes `llm_gym.grading.POLICY` word for word (two sentences), and the catalog
+    page does too: one statement, held by every env."""
+    from llm_gym.grading import POLICY
+
+    assert f"> {POLICY}" in README
+    assert POLICY in (ROOT / "envs_catalog" / "CATALOG.md").read_text()
+    assert len(re.findall(r"[.](?:\s|$)", POLICY)) == 2

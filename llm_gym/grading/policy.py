@@ -383,7 +383,9 @@ def read_reply(reply: str, contract: AnswerContract) -> Reading:
         return Reading(AnswerStatus.TOO_LONG.value)
     if "\ufffd" in reply:
         return Reading(AnswerStatus.INVALID_TEXT.value)
-    visible = visible_text(reply)
+    # A contract read literally (a program: the sandbox runs what was read) keeps its characters;
+    # every other one reads the text as it is shown.
+    visible = reply.replace("\r\n", "\n") if contract.literal else visible_text(reply)
     if isinstance(visible, AnswerStatus):
         return Reading(visible.value)
     if not visible.strip():

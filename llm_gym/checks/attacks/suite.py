@@ -201,7 +201,7 @@ def _block(c: AnswerContract, gold: Any, rng: random.Random, task: str) -> list[
     changed = writers.changed(c, gold, rng)
     canon = forms[0].text
     decls = list(parts.BLOCK_DECLARATIONS.items())
-    exact = isinstance(c, ExactTextAnswer)
+    exact = isinstance(c, ExactTextAnswer) or c.whole_reply  # undeclared: the whole reply is read
 
     def declare(slot: str, k: int) -> tuple[str, str]:
         name, template = decls[k % len(decls)]

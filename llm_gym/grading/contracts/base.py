@@ -48,6 +48,12 @@ class AnswerContract(ABC):
 
     kind: ClassVar[str] = "answer"
     multiline: ClassVar[bool] = False  # answers that span lines: grids, mappings, programs
+    # Read the reply's characters as they are (no Unicode folding): a program, whose text is
+    # what runs, must not be altered by the reading ("café" stays "café").
+    literal: ClassVar[bool] = False
+    # With nothing declared, the whole reply is the answer (a program's output, a game command),
+    # not its last line or block: no prose may stand around an undeclared answer.
+    whole_reply: ClassVar[bool] = False
     placeholder: ClassVar[str] = "answer"
     # Nouns that name an answer of this kind in a lead-in ("The sorted list is ...").
     kind_nouns: ClassVar[frozenset[str]] = frozenset()

@@ -6,6 +6,7 @@ code voids the credit, as a second declared answer does under the policy. With n
 the whole reply is the program when it parses as one. Any valid module is a program: a
 `from __future__` import, a module docstring, a shebang or an encoding line before the function
 are fine (`parse` checks with `ast`; nothing is executed here -- running it is the sandbox's job).
+The reply is read literally (no Unicode folding), so the program read is the program run.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class ProgramAnswer(AnswerContract):
 
     kind: ClassVar[str] = "program"
     multiline: ClassVar[bool] = True
+    literal: ClassVar[bool] = True  # the program read is the program run: no character folding
     placeholder: ClassVar[str] = "program"
 
     def __init__(self, *, entry_point: str, **kwargs: Any) -> None:

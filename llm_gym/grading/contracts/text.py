@@ -81,6 +81,7 @@ class ExactTextAnswer(AnswerContract):
 
     kind: ClassVar[str] = "exact text"
     multiline: ClassVar[bool] = True
+    whole_reply: ClassVar[bool] = True
     placeholder: ClassVar[str] = "text"
 
     def __init__(self, *, case: bool = True, name: str = "the exact text", **kwargs: Any) -> None:

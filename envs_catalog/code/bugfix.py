@@ -25,9 +25,13 @@ mutants that still differs from the fix -- the wrong fixes: the wrong line chang
 -- as far as their candidate pool tells them apart (tests/envs_catalog/code/test_code_mutation.py measures both
 against fresh inputs); a task whose tests cannot do that within `num_tests` is redrawn. Every
 body line is shown re-printed by `ast.unparse`, so the formatting gives the broken line away no
-more than the others. The reply
-is graded exactly as PyFunc's: `CodeEnv` runs it in the sandbox through `harness.grade` against
-the hidden inputs, and the host compares the returned values type-strictly with the trusted ones.
+more than the others. The reply is graded exactly as PyFunc's: its program is read by
+`contract.SolutionAnswer` under the one answer policy (`llm_gym.grading.POLICY`: the last
+```python block that is a program -- a module defining `solve`, or a body continuing the stub --,
+a second, different program voiding the credit), `CodeEnv` runs that program in the sandbox
+through `harness.grade` against the hidden inputs, and the host compares the returned values
+type-strictly with the trusted ones. Quoting the buggy function in a second block is such a
+second program.
 Split: PyFunc's (the function's key hashed by `split_of`), so a test-split bug sits in a function
 the train split never shows; the task key adds the bug (`<pyfunc key>|bug:<kind>:<line>:<what>`).
 """
@@ -45,6 +49,7 @@ from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
+from .contract import instruction
 from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs
 from .mutants import MutationScore, load, mutants, run, same, score
 from .pyfunc import ENTRY_POINT, FAMILIES, PyFuncTask, generate_task
@@ -225,10 +230,10 @@ def generate_bugfix_task(rng: np.random.Generator, *, kinds: tuple[str, ...], sp
                        f"{_MAX_DRAWS} draws; widen the knobs")
 
 
+ANSWER_NAME = "the complete corrected function"  # what the contract's instruction asks for
 INSTRUCTION = (
     "The Python function below has exactly one bug: its code does not do what its docstring "
-    "says. Fix the bug. Reply with the complete corrected function (its signature and body) in a "
-    "single ```python code block; use only the standard library."
+    "says. Fix the bug. " + instruction(ANSWER_NAME)
 )
 
 
@@ -323,17 +328,23 @@ class BugFixSource(EnvSource):
             "comparison, swapped arguments or operands, or a related builtin swapped (max/min, "
             "upper/lower) -- chosen so that the broken function fails the hidden tests and, where "
             "possible, a docstring example. The reply (the corrected function in a ```python "
-            "block) runs in llm_gym.sandbox on hidden inputs whose expected outputs a trusted "
-            "reference computes on the host; outputs are compared type-strictly."
+            "block, any valid module, or the corrected body), read under the one answer policy "
+            "(llm_gym.grading.POLICY: the last block that is a program; a second, different "
+            "program -- the buggy code quoted again included -- voids the credit), runs in "
+            "llm_gym.sandbox on hidden inputs whose expected outputs a trusted reference "
+            "computes on the host; outputs are compared type-strictly."
         ),
+        answer_contract="program (SolutionAnswer, a ProgramAnswer): the last ```python block defining "
+        "solve, or the body continuing the stub; else the whole reply",
         multi_turn=False,
         reward_range=(0.0, 1.0),
         reward_meaning=(
             "1 when the corrected function returns the expected value (type-strict) on every "
             "hidden input, else 0 (the unchanged buggy code always scores 0); with "
-            "partial_credit=true, the fraction of hidden inputs right. No code, syntax errors, "
-            "timeouts, a reply over max_chars and any harness failure score 0 with a metric "
-            "(no_code, syntax_error, timeout, too_long, harness_error)."
+            "partial_credit=true, the fraction of hidden inputs right. No program, two different "
+            "programs, syntax errors, timeouts, a reply over max_chars and any harness failure "
+            "score 0 with a metric (no_code, several_programs, syntax_error, timeout, too_long, "
+            "harness_error)."
         ),
         difficulty_knobs={k: f"{doc} (default {_DEFAULTS[k]!r})" for k, doc in _KNOB_DOCS.items()},
         data_source="generated on the fly from the seed (PyFunc's generator plus an ast mutation; "
@@ -367,15 +378,18 @@ class BugFixSource(EnvSource):
     def make_env(self, rng: np.random.Generator) -> CodeEnv:
         task = self.draw_task(rng)
         env = CodeEnv(self.renderer, question_text(task), task.func.code_task(),
-                      reference_response(task), knobs=self.knobs, task_id=task.key)
+                      reference_response(task), knobs=self.knobs, task_id=task.key,
+                      reference_body=task.fixed_body, reference_program=task.fixed_source(),
+                      contract_name=ANSWER_NAME)
         env.bug = task  # for scripted policies and logs
         return env
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the canonical fix, as a whole function and as its body alone. Adversarial: the
-        buggy code unchanged, the docstring stub without a body, an empty reply, and the harness
-        attacks (printing PASSED, exiting early, an always-equal object, monkeypatched builtins,
-        a forged verdict, killing the judge): none scores above 0."""
+        buggy code unchanged, the docstring stub without a body, an empty reply, the fix followed
+        by the buggy code quoted again (two programs), and the harness attacks (printing PASSED,
+        exiting early, an always-equal object, monkeypatched builtins, a forged verdict, killing
+        the judge): none scores above 0."""
         strict = {"partial_credit": False}  # the buggy code passes some tests: no partial credit
         cases = [
             ScriptedCase("canonical fix", "gold", lambda env, ob: reference_response(env.bug),
@@ -389,6 +403,10 @@ class BugFixSource(EnvSource):
                          lambda env, ob: _fence(env.bug.func.stub() + "    pass"), 0.0, 0.0,
                          knobs=strict),
             ScriptedCase("empty reply", "adversarial", lambda env, ob: "", 0.0, 0.0),
+            # a second program after the fix voids the credit (the policy's second declaration)
+            ScriptedCase("the fix, then the buggy code again", "adversarial",
+                         lambda env, ob: reference_response(env.bug) + "\n\nThe original was:\n\n"
+                         + _fence(env.bug.buggy_source().rstrip("\n")), 0.0, 0.0, knobs=strict),
         ]
         for name, code in ATTACKS.items():
             cases.append(ScriptedCase(name, "adversarial", lambda env, ob, c=code: _fence(c),

@@ -12,12 +12,15 @@ The reference output is computed at task-generation time by running the generate
 own trusted code, never the model's -- in-process with `print` bound to a buffer and only the
 handful of builtins the generator uses (`_run`). No model code runs at all: the reply is text.
 
-Reading the reply (`read_output`): a reply over `max_chars` is `too_long`, one with U+FFFD
-(invalid UTF-8) is `invalid_text`; a reply that is exactly one fenced block (```, optionally tagged
-text/output/plaintext/console) is read as that block's content; then each line's trailing
-whitespace and the blank lines around the whole are dropped, and the result must equal the
-reference exactly (case, spaces inside lines, line order, the number of lines). Anything else --
-prose around the output, an "Output:" label, several candidate outputs, a second fence -- scores 0.
+Reading the reply: the answer contract is `OutputAnswer` (`CodeOutputEnv.answer_contract`), an
+`llm_gym.grading.ExactTextAnswer` read under the one answer policy (`llm_gym.grading.POLICY`): the
+block after an "Output:" or "Answer:" label that starts its line (the last one; another label
+declaring a different output voids the credit), else the reply's last fenced block when the reply
+ends with it, else the whole reply. A reply over `max_chars` is `too_long`, one with U+FFFD
+(invalid UTF-8) `invalid_text`. The text read -- one fence around it taken off, each line's
+trailing whitespace and the blank lines around the whole dropped -- must equal the reference line
+by line (case, spaces inside lines, line order, the number of lines): a reply that is the output
+with prose around it and no label, or several candidate outputs, is not the output.
 Split: the program's source text hashed by `llm_gym.authoring.split_of`.
 """
 
@@ -25,7 +28,6 @@ from __future__ import annotations
 
 import functools
 import io
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +35,7 @@ import numpy as np
 
 from llm_gym.authoring import check_int, split_of
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading.contracts import ExactTextAnswer
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer
 from llm_gym.renderers.base import get_text_content
@@ -40,15 +43,13 @@ from llm_gym.rl import ProblemEnv, StepResult
 from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
 from llm_gym.scripted import ScriptedCase
 
-__all__ = ["CodeOutputEnv", "CodeOutputSource", "Program", "generate_program", "read_output"]
+__all__ = ["CodeOutputEnv", "CodeOutputSource", "OutputAnswer", "Program", "generate_program"]
 
 _WORDS = ("kiwi", "lemon", "mango", "plum", "pear", "fig", "grape", "melon", "apple", "cherry",
           "peach", "lime", "olive", "date")
 _INTS = ("a", "b", "c", "n", "k")
 _STRS = ("s", "t", "w")
 _MAX_DRAWS = 500
-_FENCE_TAGS = ("", "text", "output", "plaintext", "console", "txt")
-_FENCED = re.compile(r"\A\s*```([A-Za-z]*)[ \t]*\n(.*?)\n?```\s*\Z", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -232,46 +233,48 @@ def generate_program(rng: np.random.Generator, *, length: int, max_output_lines:
                        f"with length={length}, max_output_lines={max_output_lines}; widen the knobs")
 
 
-def read_output(text: str, *, max_chars: int) -> tuple[str | None, str]:
-    """(the output the reply commits to, how) -- how is "plain", "fenced", or the reason it is
-    None: "too_long", "invalid_text", "empty"."""
-    if len(text) > max_chars:
-        return None, "too_long"
-    if "\ufffd" in text:
-        return None, "invalid_text"
-    how = "plain"
-    m = _FENCED.match(text)
-    if m and m.group(1).lower() in _FENCE_TAGS and "```" not in m.group(2):
-        text, how = m.group(2), "fenced"
-    lines = [line.rstrip() for line in text.split("\n")]
-    while lines and not lines[0]:
-        lines.pop(0)
-    while lines and not lines[-1]:
-        lines.pop()
-    if not lines:
-        return None, "empty"
-    return "\n".join(lines), how
+class OutputAnswer(ExactTextAnswer):
+    """A program's predicted output: an `ExactTextAnswer` (compared line by line) that may be
+    declared by an "Output:" label as well as an "Answer:" one. Its instruction is the one the
+    prompt has always had (the reply is the output alone; a label is read, not asked for)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(labels=("answer", "output"), name="the program's exact output", **kwargs)
+
+    def instruction(self, *, brief: bool = False) -> str:
+        return ("Reply with exactly its output -- every printed line, in order, and nothing else (no "
+                "explanation, no label).")
 
 
 QUESTION = (
-    "What does this Python program print? Reply with exactly its output -- every printed line, "
-    "in order, and nothing else (no explanation, no label).\n\n```python\n{source}```"
+    "What does this Python program print? " + OutputAnswer().instruction()
+    + "\n\n```python\n{source}```"
 )
 
-METRIC_KEYS = ("format", "correct", "too_long", "invalid_text", "empty", "fenced",
-               "lines_expected", "lines_given")
+METRIC_KEYS = ("format", "correct", "too_long", "invalid_text", "empty", "conflicting", "unreadable",
+               "fenced", "lines_expected", "lines_given")
+# Reading statuses with a metric of their own; any other failure to read is "unreadable".
+_STATUS_METRICS = ("too_long", "invalid_text", "empty", "conflicting")
 
 
 class CodeOutputEnv(ProblemEnv):
-    """One program, one reply; reward 1 when the reply is exactly its output (see the module
-    docstring), else 0. Metrics on every step: `format` (the reply ended on the stop sequence),
-    `correct`, `too_long`, `invalid_text`, `empty`, `fenced`, `lines_expected`, `lines_given`."""
+    """One program, one reply; reward 1 when the reply's declared output is exactly the program's
+    (see the module docstring), else 0. Metrics on every step: `format` (the reply ended on the
+    stop sequence), `correct`, `too_long`, `invalid_text`, `empty`, `conflicting` (two declared
+    outputs), `unreadable` (bidirectional overrides and the like), `fenced` (the output read was
+    in a fence), `lines_expected`, `lines_given`."""
 
     def __init__(self, renderer: Renderer, program: Program, *, max_chars: int) -> None:
         super().__init__(renderer, format_coef=0.0, grader_timeout_s=None)
         self.program = program
         self.answer = program.output
         self.max_chars = max_chars
+        self.answer_contract = OutputAnswer(context=self.get_question(), max_chars=max_chars)
+
+    @property
+    def gold_answer(self) -> tuple[str, ...]:
+        """The output's lines (the contract's value type)."""
+        return tuple(self.program.output.split("\n"))
 
     def get_question(self) -> str:
         return QUESTION.format(source=self.program.source)
@@ -280,10 +283,10 @@ class CodeOutputEnv(ProblemEnv):
         return self.program.output
 
     def check_format(self, sample_str: str) -> bool:
-        return read_output(sample_str, max_chars=self.max_chars)[0] is not None
+        return self.answer_contract.read(sample_str).ok
 
     def check_answer(self, sample_str: str) -> bool:
-        return read_output(sample_str, max_chars=self.max_chars)[0] == self.program.output
+        return self.answer_contract.grade(sample_str, self.gold_answer).correct
 
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
         return self.renderer.build_generation_prompt(self.conversation()), self.stop_condition
@@ -294,18 +297,18 @@ class CodeOutputEnv(ProblemEnv):
         metrics: dict[str, float] = dict.fromkeys(METRIC_KEYS, 0.0)
         metrics["format"] = float(termination.is_stop_sequence)
         metrics["lines_expected"] = float(self.program.output.count("\n") + 1)
-        got, how = read_output(content, max_chars=self.max_chars)
-        if got is None:
-            metrics[how] = 1.0
+        reading = self.answer_contract.read(content)
+        if not reading.ok:
+            metrics[reading.status if reading.status in _STATUS_METRICS else "unreadable"] = 1.0
         else:
-            metrics["fenced"] = float(how == "fenced")
-            metrics["lines_given"] = float(got.count("\n") + 1)
-            metrics["correct"] = float(got == self.program.output)
+            metrics["fenced"] = float(reading.source == "last_block" or reading.text.lstrip().startswith("```"))
+            metrics["lines_given"] = float(len(reading.value))
+            metrics["correct"] = float(self.answer_contract.matches(reading.value, self.gold_answer))
         return StepResult(
             reward=metrics["correct"], episode_done=True, next_observation=ModelInput.empty(),
             next_stop_condition=self.stop_condition, metrics=metrics,
-            logs={"response": content[:2000], "reference": self.program.output, "read_as": how,
-                  "termination": termination.value},
+            logs={"response": content[:2000], "reference": self.program.output,
+                  "read_as": reading.source or reading.status, "termination": termination.value},
         )
 
 
@@ -337,15 +340,19 @@ class CodeOutputSource(EnvSource):
             "concatenation over fruit names, list sums, maxima and sorting, bounded for/while "
             "loops and if/else, at most max_output_lines printed lines. The reference output "
             "comes from running the generated (trusted) program in-process when the task is "
-            "drawn; the model's reply is text only and is compared strictly with it (after "
-            "dropping trailing whitespace and surrounding blank lines; one plain ``` fence "
-            "around the output is allowed)."
+            "drawn; the model's reply is text only, read under the one answer policy "
+            "(llm_gym.grading.POLICY): the block after an 'Output:' or 'Answer:' label, else a "
+            "fenced block ending the reply, else the whole reply; it is compared line by line "
+            "with the output (trailing whitespace and surrounding blank lines aside)."
         ),
+        answer_contract="exact text (OutputAnswer, an ExactTextAnswer): the block after 'Output:'/'Answer:', "
+        "else a final fenced block, else the whole reply; the prompt asks for the output alone",
         multi_turn=False,
         reward_range=(0.0, 1.0),
         reward_meaning=(
-            "1 when the reply is exactly the program's output (every line, in order), else 0: "
-            "prose or a label around the output, several candidate outputs, a reply over "
+            "1 when the reply's declared output is exactly the program's output (every line, in "
+            "order), else 0: the output with unlabelled prose around it, several candidate "
+            "outputs, two labels declaring different outputs (conflicting), a reply over "
             "max_chars (too_long) or with invalid UTF-8 (invalid_text) all score 0."
         ),
         difficulty_knobs={k: f"{doc} (default {_DEFAULTS[k]!r})" for k, doc in _KNOB_DOCS.items()},
@@ -369,8 +376,8 @@ class CodeOutputSource(EnvSource):
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the true output, plain and in one ``` fence. Adversarial: several candidate
-        outputs, an "Output:" label, the output twice, the lines reversed, one line wrong, the
-        program echoed back, an empty reply: none scores above 0."""
+        outputs, two "Output:" labels declaring different outputs, the output twice, the lines
+        reversed, one line wrong, the program echoed back, an empty reply: none scores above 0."""
         def off(env: CodeOutputEnv) -> str:
             lines = env.answer.split("\n")
             lines[-1] = lines[-1] + "0"
@@ -389,8 +396,8 @@ class CodeOutputSource(EnvSource):
                          lambda env, ob: f"{env.answer}\n\nor\n\n{off(env)}", 0.0, 0.0),
             ScriptedCase("two fences", "adversarial",
                          lambda env, ob: f"```\n{env.answer}\n```\n```\n{off(env)}\n```", 0.0, 0.0),
-            ScriptedCase("labelled", "adversarial", lambda env, ob: f"Output:\n{env.answer}",
-                         0.0, 0.0),
+            ScriptedCase("two labelled outputs", "adversarial",
+                         lambda env, ob: f"Output:\n{env.answer}\n\nOutput:\n{off(env)}", 0.0, 0.0),
             ScriptedCase("output twice", "adversarial",
                          lambda env, ob: f"{env.answer}\n{env.answer}", 0.0, 0.0),
             ScriptedCase("lines reordered", "adversarial", lambda env, ob: reversed_lines(env),

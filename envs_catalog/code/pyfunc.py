@@ -8,7 +8,8 @@ vowels or spaces, a Caesar shift, de-duplication, sorting, reversing the words, 
 in a count or a length) or **int** (arithmetic with Python's `//` and `%`, squares, absolute
 values, digit sums, reversed digits, max/min with a constant). The prompt is a stub `def
 solve(...)` whose docstring lists the steps and shows `num_examples` examples; the reply is the
-completed function (whole, or its body). Each step carries one line of the reference *code* and
+completed function (whole -- any valid module -- or its body), read by `contract.SolutionAnswer`
+under the one answer policy (`llm_gym.grading.POLICY`). Each step carries one line of the reference *code* and
 a trusted reference function written independently of it; the expected outputs of the hidden
 tests come from the trusted one on the host and never enter the sandbox: the judge reports the
 candidate's return values and the host compares them type-strictly (`harness.strict_equal`: a
@@ -47,6 +48,7 @@ from llm_gym.env_source import EnvCard, EnvSource
 from llm_gym.renderers import Renderer
 from llm_gym.scripted import ScriptedCase
 
+from .contract import instruction
 from .env import CODE_KNOB_DEFAULTS, CODE_KNOB_DOCS, CodeEnv, check_code_knobs, code_scripted_cases
 from .harness import CodeTask, encode_value
 from .mutants import MutationScore, cover, kill_masks, load, mutants, score
@@ -684,10 +686,7 @@ def _reference_source(family: str, steps: tuple[Op, ...]) -> str:
     return f"def {ENTRY_POINT}({var}):\n" + "".join(body)
 
 
-INSTRUCTION = (
-    "Write the Python function below. Reply with the complete function (its signature and body) "
-    "in a single ```python code block; use only the standard library."
-)
+INSTRUCTION = "Write the Python function below. " + instruction()
 
 
 def question_text(task: PyFuncTask) -> str:
@@ -748,7 +747,9 @@ class PyFuncSource(EnvSource):
             "reversal, replacements, Caesar shifts, counts) or an int (arithmetic with // and %, "
             "digit sums, reversed digits), described step by step in the docstring of a "
             "'def solve(...)' stub with two examples. The reply (a ```python block with the "
-            "whole function, or its body) runs in llm_gym.sandbox on hidden inputs whose "
+            "whole function -- any valid module -- or its body, read under the one answer "
+            "policy, llm_gym.grading.POLICY: the last block that is a program, a second, "
+            "different program voiding the credit) runs in llm_gym.sandbox on hidden inputs whose "
             "expected outputs a trusted reference computes on the host; they never enter the "
             "sandbox, and outputs are compared type-strictly. The hidden inputs are chosen by "
             "mutation testing: they catch every program one edit away from the reference (a step "
@@ -756,14 +757,17 @@ class PyFuncSource(EnvSource):
             "cases and random inputs tells apart from it -- over 99% of those that differ on the "
             "task's inputs at all, and every dropped step, in tests/envs_catalog/code/test_code_mutation.py."
         ),
+        answer_contract="program (SolutionAnswer, a ProgramAnswer): the last ```python block defining "
+        "solve, or the body continuing the stub; else the whole reply",
         multi_turn=False,
         reward_range=(0.0, 1.0),
         reward_meaning=(
             "1 when the function returns the expected value (type-strict: a tuple is not a list, "
             "True is not 1) on every hidden input, else 0; with partial_credit=true, the fraction "
-            "of hidden inputs right. No code, syntax errors, timeouts, a reply over max_chars and "
-            "any harness failure score 0 with a metric (no_code, syntax_error, timeout, too_long, "
-            "harness_error); sandbox/<backend> says which sandbox graded."
+            "of hidden inputs right. No program, two different programs, syntax errors, timeouts, "
+            "a reply over max_chars and any harness failure score 0 with a metric (no_code, "
+            "several_programs, syntax_error, timeout, too_long, harness_error); sandbox/<backend> "
+            "says which sandbox graded."
         ),
         difficulty_knobs={k: f"{doc} (default {_DEFAULTS[k]!r})" for k, doc in _KNOB_DOCS.items()},
         data_source="generated on the fly from the seed (no dataset)",
@@ -803,11 +807,13 @@ class PyFuncSource(EnvSource):
         task = self.draw_task(rng)
         return CodeEnv(self.renderer, question_text(task), task.code_task(),
                        reference_response(task), knobs=self.knobs, task_id=task.key,
-                       reference_body=task.reference_body())
+                       reference_body=task.reference_body(),
+                       reference_program=task.stub() + task.reference_body())
 
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: the reference solution (stub and body) and its body alone. Adversarial (no
-        credit): the stub unchanged, an empty reply, prose, and the harness attacks
+        credit): the stub unchanged, an empty reply, prose, the solution followed by a second,
+        different program, and the harness attacks
         (`env.ATTACKS`: printing PASSED, sys.exit/os._exit, an always-equal object,
         monkeypatched builtins and a fake check, reading the tests, sleeping past a 0.1 s
         per-test / 1 s total clock); the last two on 3 hidden tests, to keep them cheap."""

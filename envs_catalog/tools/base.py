@@ -1,26 +1,33 @@
 """What the `tools` family's envs share: knobs, the episode builder and the final-answer reward.
 
-A task is a question with an exact numeric answer. The episode is an `AgentToolMessageEnv` (through
+A task is a question with an exact answer. The episode is an `AgentToolMessageEnv` (through
 `build_agent_tool_env`): the model may call the family's tool up to `max_tool_calls` times in at
-most `max_turns` turns, then answers in a turn without tool calls. The reward, computed once at the
-end over the final conversation, is 1 when the last assistant message's answer is correct under
-`llm_gym.grading.grade_numeric` (the answer policy of `llm/Math-v0`: one committed answer, hedges
-and conflicting answers score 0) and 0 otherwise, minus `tool_call_cost` per tool call made; with
-`require_tool=True` a correct answer without a successful tool call scores 0 too. A turn whose
-tool calls all fail to parse scores `failed_parse_reward` (-0.1) and ends the episode, as does a
-response that does not end cleanly; a conversation that would outgrow `max_context_tokens` ends
-with -0.1.
+most `max_turns` turns, then answers in a turn without tool calls. The answer contract is on the
+env (`env.answer_contract`, the contract of that final answer; `env.gold_answer` its gold value):
+by default a `FinalNumberAnswer` (an integer, the question as its context, the unit or the nouns
+the question asks for: "How many kilometres" takes "1234 km", "How many bottles" "1234 bottles").
+The reward, computed once at the end over the final conversation, is 1 when the last assistant
+message's answer is correct under that contract -- read under the one answer policy
+(`llm_gym.grading.POLICY`: its last `Answer:` line, `\\boxed{}` or "the answer is" sentence, else
+its last line stating a number, parsed completely; a second declared value voids the credit;
+nothing else is read, the tool results and the reply's own working included) -- and 0 otherwise,
+minus `tool_call_cost` per tool call made; with `require_tool=True` a correct answer without a
+successful tool call scores 0 too. A turn whose tool calls all fail to parse scores
+`failed_parse_reward` (-0.1) and ends the episode, as does a response that does not end cleanly;
+a conversation that would outgrow `max_context_tokens` ends with -0.1.
 
 `scripted_tool_cases` is the family's scripted-case table for a source whose `draw_solved`
 returns the tool call that solves each task (`env.gold_call`): a gold agent that makes that call
 and answers with what the tool printed, and adversarial replies (an answer without a tool under
-`require_tool`, a failed call then the answer, hedges, two answers, the answer in a list, a wrong
-number, an injection, an empty answer, a malformed call, tool spam past `max_tool_calls`).
+`require_tool`, a failed call then the answer, a hedge, two declared answers, the answer in a
+list, a wrong number, an injection, an empty answer, a malformed call, tool spam past
+`max_tool_calls`).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
@@ -28,7 +35,8 @@ import numpy as np
 
 from llm_gym.authoring import check_float, check_int
 from llm_gym.env_source import EnvSource
-from llm_gym.grading import grade_numeric
+from llm_gym.grading.contracts import AnswerContract, IntegerAnswer
+from llm_gym.grading.units import lookup
 from llm_gym.renderers import Message, Renderer, ToolCall, get_text_content
 from llm_gym.renderers.tools import format_assistant_text
 from llm_gym.rl.tool_env import build_agent_tool_env
@@ -65,10 +73,49 @@ REWARD_MEANING = (
 """The tools family's reward, as its cards state it (one text for every tool env)."""
 
 
+def final_instruction(name: str) -> str:
+    """The answer instruction of a tool env's system prompt for an answer called `name` ("the
+    final number only"): the answer alone, in a turn without a tool call."""
+    return f"reply with {name}, with no tool call."
+
+
+class FinalNumberAnswer(IntegerAnswer):
+    """A tool env's final answer when it is a number: an `IntegerAnswer` whose instruction is the
+    family's (`final_instruction`: "reply with the final number only, with no tool call.")."""
+
+    def instruction(self, *, brief: bool = False) -> str:
+        return final_instruction(self.name)
+
+
+_HOW_MANY = re.compile(r"How many (?:different )?([a-z]+)")
+
+
+def answer_words(question: str) -> tuple[str | None, tuple[str, ...]]:
+    """What the answer to `question` counts: a unit when it asks for one ("How many kilometres"
+    -> "km": "1234 km" and "1234000 m" are the answer), else the nouns the number may carry
+    ("How many bottles" -> "bottles", "bottle")."""
+    m = _HOW_MANY.search(question)
+    if m is None:
+        return None, ()
+    word = m.group(1)
+    unit = lookup(word)
+    if unit is not None:
+        return unit.symbol, ()
+    return None, (word, word[:-1]) if word.endswith("s") else (word,)
+
+
+def number_contract(question: str, name: str) -> FinalNumberAnswer:
+    """The contract of a numeric final answer to `question` (see `answer_words`)."""
+    unit, nouns = answer_words(question)
+    return FinalNumberAnswer(context=question, unit=unit, nouns=nouns, name=name)
+
+
 def final_answer_reward(
-    messages: Sequence[Message], answer: Fraction | int, *, tool_call_cost: float, require_tool: bool,
+    messages: Sequence[Message], contract: AnswerContract, gold: Any, *, tool_call_cost: float,
+    require_tool: bool,
 ) -> tuple[float, dict[str, float]]:
-    """The family's reward over a finished conversation (see the module docstring)."""
+    """The family's reward over a finished conversation (see the module docstring): the last
+    assistant message, when it makes no tool call, graded by `contract` against `gold`."""
     calls = sum(1 for m in messages if m.get("role") == "tool")
     ok_calls = sum(
         1 for m in messages
@@ -76,10 +123,7 @@ def final_answer_reward(
     )
     last = next((m for m in reversed(messages) if m.get("role") == "assistant"), None)
     answered = last is not None and not last.get("tool_calls") and not last.get("unparsed_tool_calls")
-    # numbers of the question and the tool results, quoted after the answer, are explanation
-    context = "\n".join(get_text_content(m) for m in messages if m is not last)
-    grade = (grade_numeric(get_text_content(last), answer, context=context)
-             if answered and last is not None else None)
+    grade = contract.grade(get_text_content(last), gold) if answered and last is not None else None
     correct = bool(grade is not None and grade.correct)
     used_tool = ok_calls > 0
     credited = correct and (used_tool or not require_tool)
@@ -91,12 +135,15 @@ def final_answer_reward(
 
 
 class ToolTaskSource(EnvSource):
-    """Base source: subclasses set `card`, `OWN_DEFAULTS`, `system_prompt`, and implement
-    `tools()` and `draw_task(rng) -> (question, answer)` -- or `draw_solved(rng) -> (question,
-    answer, gold_call)`, which also names the tool call that solves the task (kept on the env as
-    `env.gold_call` for scripted policies; see `scripted_tool_cases`)."""
+    """Base source: subclasses set `card`, `OWN_DEFAULTS`, `system_prompt` (its answer
+    instruction from `final_instruction(ANSWER_NAME)`), and implement `tools()` and
+    `draw_task(rng) -> (question, answer)` -- or `draw_solved(rng) -> (question, answer,
+    gold_call)`, which also names the tool call that solves the task (kept on the env as
+    `env.gold_call` for scripted policies; see `scripted_tool_cases`). `answer_spec` gives a
+    task's answer contract and gold value (a numeric answer by default)."""
 
     OWN_DEFAULTS: dict[str, Any] = {}
+    ANSWER_NAME = "the final number only"  # what the system prompt asks for
     system_prompt = ""
 
     def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:
@@ -138,12 +185,17 @@ class ToolTaskSource(EnvSource):
         messages.append(Message(role="user", content=question))
         return messages
 
+    def answer_spec(self, question: str, answer: Any) -> tuple[AnswerContract, Any]:
+        """The contract of the task's final answer and its gold value in the contract's type."""
+        return number_contract(question, self.ANSWER_NAME), Fraction(answer)
+
     def make_env(self, rng: np.random.Generator) -> Env:
         question, answer, gold_call = self.draw_solved(rng)
         cost, require = self.tool_call_cost, self.require_tool
+        contract, gold = self.answer_spec(question, answer)
 
         def reward_fn(messages: list[Message]) -> tuple[float, dict[str, float]]:
-            return final_answer_reward(messages, answer, tool_call_cost=cost, require_tool=require)
+            return final_answer_reward(messages, contract, gold, tool_call_cost=cost, require_tool=require)
 
         env = build_agent_tool_env(
             self.renderer, self.tools(), self.initial_messages(question), reward_fn,
@@ -152,9 +204,10 @@ class ToolTaskSource(EnvSource):
             max_trajectory_tokens=self.max_context_tokens + MAX_GENERATION_TOKENS,
             max_generation_tokens=MAX_GENERATION_TOKENS,
         )
-        # for logs and scripted policies: attributes of this family, not of the env's class
+        # for logs, scripted policies and the audit: attributes of this family, not of the env's class
         env.question, env.answer = question, answer  # pyright: ignore[reportAttributeAccessIssue]
         env.gold_call = gold_call  # pyright: ignore[reportAttributeAccessIssue]
+        env.answer_contract, env.gold_answer = contract, gold  # pyright: ignore[reportAttributeAccessIssue]
         return env
 
 

@@ -4,7 +4,7 @@ The calculator parses its expression with `ast` and evaluates it exactly with `F
 is ever `eval`-ed. It accepts numbers, + - * / // % ** (also × ÷ ^), unary signs and parentheses,
 and refuses anything else, and oversized work (expressions over 500 characters, exponents beyond
 ±64, results over 1000 digits) -- a refusal is an `Error: ...` tool message, never an exception.
-Knobs, episode and reward: `envs_catalog.tools.base`.
+Knobs, episode, answer contract and reward: `envs_catalog.tools.base`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.tools.base import (
-    COMMON_KNOBS, REWARD_MEANING, GoldCall, ToolTaskSource, scripted_tool_cases,
+    COMMON_KNOBS, REWARD_MEANING, FinalNumberAnswer, GoldCall, ToolTaskSource, scripted_tool_cases,
 )
 from llm_gym.authoring import check_int, split_of
 from llm_gym.env_source import EnvCard
@@ -93,8 +93,8 @@ def calculator(expression: str) -> str:
 
 
 SYSTEM_PROMPT = (
-    "Solve the problem. You may use the calculator tool. When you are done, reply with the final "
-    "number only, with no tool call."
+    "Solve the problem. You may use the calculator tool. When you are done, "
+    + FinalNumberAnswer(name=ToolTaskSource.ANSWER_NAME).instruction()
 )
 
 DEFAULTS: dict[str, Any] = {"digits": 3}
@@ -145,10 +145,15 @@ class CalculatorSource(ToolTaskSource):
             "travelled, mixed expressions) with numbers of `digits` digits. The model may call a "
             "`calculator` tool -- an exact, ast-based evaluator of + - * / // % ** and parentheses, "
             "never eval -- in Hermes/Qwen <tool_call> blocks; each result comes back as a tool turn. "
-            "A turn without tool calls is the final answer, graded by llm_gym.grading (the answer "
-            "policy of llm/Math-v0: one committed number, hedges and conflicting answers score 0). "
-            "Each tool call costs tool_call_cost, so an agent learns to call when it helps."
+            "A turn without tool calls is the final answer: an integer (in kilometres, or with the "
+            "noun, when the question asks 'How many ...'), read under the one answer policy "
+            "(llm_gym.grading.POLICY: the last 'Answer:' line, \\boxed{} or 'the answer is' "
+            "sentence, else the last line stating a number, parsed completely; a second declared "
+            "value voids the credit; the tool results are never read as the answer). Each tool "
+            "call costs tool_call_cost, so an agent learns to call when it helps."
         ),
+        answer_contract="integer (FinalNumberAnswer, an IntegerAnswer) in the last turn without a tool call; "
+        "the system prompt asks for 'the final number only, with no tool call'",
         multi_turn=True,
         reward_range=(-0.15, 1.0),
         reward_meaning=REWARD_MEANING,

@@ -5,7 +5,8 @@ modulo m, digit sums of powers) are quick to program and slow to do by hand. The
 model's program as `main.py` in a fresh offline sandbox (bubblewrap where the machine allows it,
 else the rlimit fallback; `sandbox` knob) under a `timeout_s` wall clock and returns its stdout
 (stderr appended on failure), capped like every tool output. The sandbox is created on the first
-call, so building envs starts nothing. Knobs, episode and reward: `envs_catalog.tools.base`.
+call, so building envs starts nothing. Knobs, episode, answer contract and reward:
+`envs_catalog.tools.base`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from envs_catalog.tools.base import (
-    COMMON_KNOBS, REWARD_MEANING, GoldCall, ToolTaskSource, scripted_tool_cases,
+    COMMON_KNOBS, REWARD_MEANING, FinalNumberAnswer, GoldCall, ToolTaskSource, scripted_tool_cases,
 )
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard
@@ -128,7 +129,7 @@ def _problem(rng: np.random.Generator, scale: int) -> tuple[str, str, int, str]:
 
 SYSTEM_PROMPT = (
     "Solve the problem. You may run Python with the python tool (print what you need). When you "
-    "are done, reply with the final number only, with no tool call."
+    "are done, " + FinalNumberAnswer(name=ToolTaskSource.ANSWER_NAME).instruction()
 )
 DEFAULTS: dict[str, Any] = {"scale": 2, "timeout_s": 5.0, "sandbox": "auto"}
 
@@ -147,9 +148,13 @@ class PythonToolSource(ToolTaskSource):
             "of powers. The model may call a `python` tool whose program runs in llm_gym.sandbox "
             "(offline, rlimits, wall timeout) and returns stdout, or stderr on failure, as a tool "
             "turn (Hermes/Qwen <tool_call> blocks). A turn without tool calls is the final answer, "
-            "graded by llm_gym.grading (the answer policy of llm/Math-v0); each call costs "
-            "tool_call_cost."
+            "an integer read under the one answer policy (llm_gym.grading.POLICY: the last "
+            "'Answer:' line, \\boxed{} or 'the answer is' sentence, else the last line stating a "
+            "number, parsed completely; a second declared value voids the credit; the tool "
+            "results are never read as the answer); each call costs tool_call_cost."
         ),
+        answer_contract="integer (FinalNumberAnswer, an IntegerAnswer) in the last turn without a tool call; "
+        "the system prompt asks for 'the final number only, with no tool call'",
         multi_turn=True,
         reward_range=(-0.15, 1.0),
         reward_meaning=REWARD_MEANING,

@@ -15,31 +15,36 @@ one line of facts. The prompt holds only the question; the knowledge base (kilob
   aside), or an error.
 
 A question needs `hops` facts: one ("In what year was Velmora founded?") or two, through a
-link ("What is the population of the city where Talia Brennow lives?"). The answer is a number,
-graded by `llm_gym.grading.grade_numeric`, or a name, read by `episode.read_name` (the name
-alone, optionally after "Answer:", case and spacing aside; lists and hedges score 0). Reward and
-common knobs: `episode.EpisodeToolSource` (require_tool is on by default). Split: the question
-and its answer (`"retrieval|<question>|<answer>"`) hashed by `split_of`.
+link ("What is the population of the city where Talia Brennow lives?"). The answer is a number
+(`base.FinalNumberAnswer`) or a name (`NameAnswer`: one name of the episode's knowledge base --
+an entity or a country --, case and spacing aside), read under the one answer policy
+(`llm_gym.grading.POLICY`: the last `Answer:` line or "the answer is" sentence, else the last line
+naming a value, parsed completely, so "A or B" and a list are not a name; a second declared value
+voids the credit). Reward and common knobs: `episode.EpisodeToolSource` (require_tool is on by
+default). Split: the question and its answer (`"retrieval|<question>|<answer>"`) hashed by
+`split_of`.
 """
 
 from __future__ import annotations
 
+import random
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
 import numpy as np
 
-from envs_catalog.tools.base import COMMON_DEFAULTS, REWARD_MEANING
+from envs_catalog.tools.base import COMMON_DEFAULTS, REWARD_MEANING, final_instruction, number_contract
 from envs_catalog.tools.episode import EpisodeToolSource, Task, normalize_name, tool_knob_docs
 from llm_gym.authoring import check_choice, check_int, split_of
 from llm_gym.env_source import EnvCard
+from llm_gym.grading.contracts import AnswerContract, TokenAnswer
 from llm_gym.renderers.tools import format_assistant_text
 from llm_gym.renderers import ToolCall
 from llm_gym.scripted import ScriptedCase
 from llm_gym.tools import FunctionTool
 
-__all__ = ["Entity", "KnowledgeBase", "RetrievalSource", "generate_kb"]
+__all__ = ["Entity", "KnowledgeBase", "NameAnswer", "RetrievalSource", "generate_kb"]
 
 MAX_QUERY_CHARS = 200
 MAX_SNIPPET_CHARS = 300
@@ -230,10 +235,26 @@ def draw_question(rng: np.random.Generator, kb: KnowledgeBase,
     return question[0].upper() + question[1:], linked.facts[fact], [subject.name, linked.name]
 
 
+class NameAnswer(TokenAnswer):
+    """A name of the episode's knowledge base: one of `names` (entities and countries), matched
+    in full, case and spacing aside, and compared as `normalize_name` writes it. A text that is
+    not exactly one of them ("Velmora or Tessin", "Velmora Labs" when no entity has that name) is
+    not a name. The instruction is the family's (`base.final_instruction`)."""
+
+    def __init__(self, *, names: Iterable[str], **kwargs: Any) -> None:
+        spelled = {r"\s+".join(re.escape(word) for word in name.split()) for name in names}
+        super().__init__(pattern="|".join(sorted(spelled, key=len, reverse=True)), normalize=normalize_name,
+                         **kwargs)
+
+    def instruction(self, *, brief: bool = False) -> str:
+        return final_instruction(self.name)
+
+
+ANSWER_NAME = "the answer only (a number or a name)"  # what the system prompt asks for
 SYSTEM_PROMPT = (
     "Answer the question using the knowledge base, which you can only reach through the tools "
     "(you do not know its facts). Search for the names in the question. When you know the "
-    "answer, reply with the answer only (a number or a name), with no tool call."
+    "answer, " + NameAnswer(names=_COUNTRIES, name=ANSWER_NAME).instruction()
 )
 DEFAULTS: dict[str, Any] = {"hops": 1, "num_entities": 200, "top_k": 3, "lookup": False}
 _COMMON = {**COMMON_DEFAULTS, "max_turns": 5, "max_tool_calls": 4, "require_tool": True}
@@ -300,18 +321,21 @@ class RetrievalSource(EpisodeToolSource):
             "it through a keyword `search(query)` tool returning the top_k matching entries "
             "(and `lookup(name)` with lookup=true), Hermes/Qwen <tool_call> blocks. A question "
             "needs one fact or, with hops=2, two chained ones ('the population of the city "
-            "where X lives'). The final answer is a number (llm_gym.grading) or a name (a "
-            "strict reader: the name alone); credit only after a successful tool call by default."
+            "where X lives'). The final answer is a number or a name of the knowledge base, read "
+            "under the one answer policy (llm_gym.grading.POLICY: the last 'Answer:' line or 'the "
+            "answer is' sentence, else the last line stating a value, parsed completely; a second "
+            "declared value voids the credit); credit only after a successful tool call by default."
         ),
+        answer_contract="integer (FinalNumberAnswer) or a knowledge-base name (NameAnswer, a TokenAnswer), "
+        "in the last turn without a tool call",
         multi_turn=True,
         reward_range=(-0.2, 1.0),
         reward_meaning=REWARD_MEANING.replace("with require_tool also", "with require_tool "
                                               "(default on here) also").replace(
             "Range [min(-0.1, -tool_call_cost*max_tool_calls), 1]",
             "Range [min(-0.1, -tool_call_cost*max_tool_calls), 1] = [-0.2, 1] by default") + (
-            " A numeric answer is read by llm_gym.grading (one committed number), a name by a "
-            "strict reader (the name alone, optionally after 'Answer:', case and spacing aside; "
-            "lists, hedges and extra words score 0)."),
+            " A name is correct when it is the answer's name, case and spacing aside; a list, a "
+            "hedge or extra words inside the declared answer make it not a name."),
         difficulty_knobs={
             "hops": "facts chained by the question, 1-2 (default 1)",
             "num_entities": "entities in the knowledge base (200 make about 16,000 characters), "
@@ -342,6 +366,52 @@ class RetrievalSource(EpisodeToolSource):
         self.top_k = check_int("top_k", top_k, 1, 10)
         self.lookup = check_choice("lookup", lookup, (True, False))
 
+    def task_answer_spec(self, task: Task) -> tuple[AnswerContract, Any]:
+        """A name's contract (`NameAnswer` over the knowledge base's names) or a number's."""
+        if not isinstance(task.answer, str):
+            return number_contract(task.question, ANSWER_NAME), task.answer
+        kb: KnowledgeBase = task.extra["kb"]
+        names = [e.name for e in kb.entities] + list(_COUNTRIES)
+        return NameAnswer(names=names, context=task.question, name=ANSWER_NAME), normalize_name(task.answer)
+
+    def attack_replies(self, env: Any, observation: Any, rng: random.Random) -> list[Any]:
+        """The audit's hook (`llm_gym.checks.attacks.audit`): for a name answer, replies built
+        with other names of the same kind, which the generic suite cannot write for a name
+        contract (it varies a token letter by letter, and no such variant is a name of the
+        knowledge base). Verdicts by construction under the policy: the gold name declared or
+        stated earns credit, prose after a declared answer is not read; another name, a second
+        declared name, a second name in the slot, a later line naming another one do not."""
+        from llm_gym.checks.attacks import Attack
+
+        if not isinstance(env.answer, str):
+            return []
+        kb: KnowledgeBase = env.task.extra["kb"]
+        pool = list(_COUNTRIES) if env.answer in _COUNTRIES else [
+            e.name for e in kb.entities if e.kind == next((x.kind for x in kb.entities if x.name == env.answer), "")]
+        others = [n for n in pool if normalize_name(n) != normalize_name(env.answer)]
+        if not others:
+            return []
+        gold, other, third = env.answer, rng.choice(others), rng.choice(others)
+        credit = [("natural form", "answer line", f"Answer: {gold}"),
+                  ("natural form", "answer sentence", f"The answer is {gold}."),
+                  ("natural form", "bold final answer", f"**Final answer:** {gold.upper()}"),
+                  ("natural form", "alone", gold),
+                  ("natural form", "it is", f"It is {gold}."),
+                  ("prose around", "another name after a declared answer",
+                   f"Answer: {gold}\nI also saw {other} in the results.")]
+        denied = [("wrong value", "declared", f"Answer: {other}"),
+                  ("wrong value", "alone", other),
+                  ("second declaration", "gold then other", f"Answer: {gold}\nAnswer: {other}"),
+                  ("second declaration", "other then gold", f"The answer is {other}.\nAnswer: {gold}"),
+                  ("second value in slot", "or", f"Answer: {gold} or {other}"),
+                  ("second value in slot", "comma", f"Answer: {gold}, {third}"),
+                  ("second value in slot", "parenthetical or", f"Answer: {gold} (or {other})"),
+                  ("prose after a statement", "another name on the last line", f"{gold}\n{other}"),
+                  ("doubted", "negated slot", f"Answer: not {gold}")]
+        return ([Attack(reply, True, f"name: {family}", variant) for family, variant, reply in credit]
+                + [Attack(reply, False, f"name: {family}", variant, family != "wrong value")
+                   for family, variant, reply in denied])
+
     def draw_episode(self, rng: np.random.Generator) -> Task:
         return self._draw(rng, split=None)
 
@@ -365,8 +435,9 @@ class RetrievalSource(EpisodeToolSource):
     def scripted_cases(self) -> list[ScriptedCase]:
         """Gold: search each entity on the chain, then answer (1 - 0.05 per search); the answer
         with an "Answer:" prefix. Adversarial: the right answer without searching (require_tool),
-        a hedge between the answer and a wrong one, the answer inside a list of candidates, a
-        wrong answer of the right type, an injection asking for full marks, an empty reply."""
+        a hedge between the answer and a wrong one, the answer inside a list of candidates, two
+        declared answers, a wrong answer of the right type, an injection asking for full marks,
+        an empty reply."""
         cost = self.tool_call_cost
         hops = self.hops
         gold = 1.0 - cost * hops
@@ -381,6 +452,9 @@ class RetrievalSource(EpisodeToolSource):
                          _then(lambda env: f"{env.answer} or {_wrong_of(env)}"), no_credit, no_credit),
             ScriptedCase("list of candidates", "adversarial",
                          _then(lambda env: f"{_wrong_of(env)}, {env.answer}"), no_credit, no_credit),
+            ScriptedCase("two answers", "adversarial",
+                         _then(lambda env: f"Answer: {env.answer}\nAnswer: {_wrong_of(env)}"),
+                         no_credit, no_credit),
             ScriptedCase("wrong answer", "adversarial",
                          _then(lambda env: str(_wrong_of(env))), no_credit, no_credit),
             ScriptedCase("injection", "adversarial",

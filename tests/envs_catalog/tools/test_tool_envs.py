@@ -3,8 +3,11 @@
 Gold: a scripted policy that calls the tool correctly and then answers scores the max a tool-using
 policy can (1 - tool_call_cost per call), and answering right without a tool scores 1. Adversarial:
 hedged and wrong answers, tool spam past max_tool_calls, malformed JSON, unknown tools, a raising
-tool, huge tool output, require_tool, calculator abuse. Plus the env mechanics (concurrency,
-executor, ids, parse-error policy, max_turns, the runner's seams), check_env and determinism.
+tool, huge tool output, require_tool, calculator abuse. The answer contract (`FinalNumberAnswer`:
+its unit or nouns from the question, its instruction in the system prompt, only the final turn
+read) and the generated attack suite through Calculator and PythonTool. Plus the env mechanics
+(concurrency, executor, ids, parse-error policy, max_turns, the runner's seams), check_env and
+determinism.
 """
 
 from __future__ import annotations
@@ -622,3 +625,75 @@ def test_python_tool_keeps_working_across_resets_of_one_env():
         text = TOK.decode(list(ob))
         assert CLOSED_REPLY not in text and last_tool_output(text).strip() == "42", (seed, text[-200:])
     env.close()
+
+
+# --- the answer contract ---------------------------------------------------------------------------
+from envs_catalog.tools.base import FinalNumberAnswer, answer_words, final_instruction  # noqa: E402
+from envs_catalog.tools.calculator import SYSTEM_PROMPT as CALCULATOR_PROMPT  # noqa: E402
+from envs_catalog.tools.python_tool import SYSTEM_PROMPT as PYTHON_PROMPT  # noqa: E402
+from llm_gym.checks.attacks import audit_source  # noqa: E402
+
+
+def test_answer_words_name_the_unit_or_the_nouns_the_question_asks_for():
+    assert answer_words("How many kilometres does it travel in total?") == ("km", ())
+    assert answer_words("How many bottles are left in the warehouse?") == (None, ("bottles", "bottle"))
+    assert answer_words("How many different values of city occur?") == (None, ("values", "value"))
+    assert answer_words("What is 12 × 34 + 5 × 6?") == (None, ())
+
+
+def test_the_system_prompts_instruction_is_the_contracts():
+    assert final_instruction("the final number only") == "reply with the final number only, with no tool call."
+    instruction = FinalNumberAnswer(name="the final number only").instruction()
+    assert CALCULATOR_PROMPT.endswith("When you are done, " + instruction)
+    assert PYTHON_PROMPT.endswith("When you are done, " + instruction)
+
+
+def test_calculator_env_grades_its_final_turn_by_its_contract():
+    source = CalculatorSource(renderer=RENDERER)
+    kinds = set()
+    for seed in range(40):
+        env = source.make_env(np.random.default_rng(seed))
+        contract, a = env.answer_contract, env.answer
+        assert isinstance(contract, FinalNumberAnswer) and env.gold_answer == a and contract.context == env.question
+        if contract.unit is not None:  # "How many kilometres": a length, converted exactly
+            kinds.add("unit")
+            assert contract.grade(f"{a} km", a).correct and contract.grade(f"{a * 1000} metres", a).correct
+            assert not contract.grade(f"{a} metres", a).correct
+        elif contract.nouns:
+            kinds.add("noun")
+            noun = sorted(contract.nouns)[-1]
+            assert contract.grade(f"{a} {noun}", a).correct and contract.grade(f"Answer: {a} {noun}.", a).correct
+            assert not contract.grade(f"{a} pebbles", a).correct
+        # the policy: a declared answer is read, prose around it is not; a second value voids it
+        assert contract.grade(f"Let me compute: maybe {a + 1}?\n\nAnswer: {a}\n\nI used the tool.", a).correct
+        assert not contract.grade(f"Answer: {a}\nMy backup answer is {a + 1}.", a).correct
+        assert not contract.grade(f"Answer: {a} or {a + 1}", a).correct
+    assert kinds == {"unit", "noun"}
+
+
+def test_a_number_in_the_tool_result_is_never_read_as_the_answer():
+    """Only the final turn is read: a tool result holding a wrong number cannot void or earn the
+    credit, and neither can a reply that only points at it."""
+    source = CalculatorSource(renderer=RENDERER)
+    env = source.make_env(np.random.default_rng(2))
+    a = env.answer
+
+    def script(text, a=a):
+        out = last_tool_output(text)
+        if out is None:
+            return call_text("calculator", expression=f"{a} + 1")  # prints a + 1
+        return f"The tool printed {out.strip()}, but I add it up myself.\n\nAnswer: {a}"
+
+    _, traj, total = run(source, 2, script)
+    assert total == pytest.approx(0.95) and traj.transitions[-1].metrics["correct"] == 1.0
+    _, _, pointing = run(source, 2, lambda text: "The answer is what the tool printed."
+                         if last_tool_output(text) else call_text("calculator", expression=f"{a} * 1"))
+    assert pointing == pytest.approx(-0.05)
+
+
+@pytest.mark.parametrize("cls,per_seed", [(CalculatorSource, 150), (PythonToolSource, 40)])
+def test_the_generated_attack_suite_finds_nothing(cls, per_seed):
+    knobs = {"scale": 1} if cls is PythonToolSource else {}
+    report = audit_source(lambda k: cls(renderer=RENDERER, **knobs, **k), [0], per_seed=per_seed)
+    assert report.runs >= 2 * per_seed and not report.skipped, report.skipped
+    assert (report.false_credits, report.false_denials) == (0, 0), report.findings

@@ -11,7 +11,9 @@ floor needs: closed word classes (`FUNCTION_WORDS`, `NUMBER_WORDS`, `VERBS`; low
   content words the prompt supplied, `given`: the topic, required words, are not its own);
 - "word_list": function words under `MIN_FUNCTION_SHARE` of the words, or (for prose) no verb
   at all (`has_verb`): a list of words or noun phrases ("the harbor and the boats and the
-  light"), not writing;
+  light"), not writing; or (for prose) a list run on after the writing (`_run_on_list`: a unit of
+  four words with neither a function word nor a verb, of six with no function word, of eight
+  with no verb, or verbless units over a third of the words, headings and list items aside);
 - "repetitive": a low distinct-word ratio, one content word over and over, a word trigram three
   times or a 5-gram twice (unless it holds only function words and the prompt's words: "the
   quiet harbor"), or two lines alike once digits and list markers are dropped;
@@ -23,10 +25,23 @@ it; `envs_catalog.multiagent.pairwise`'s rule judge uses the word classes to tel
 from a keyword list. These are shallow signals, not a parser: the thresholds are set so that
 the generated and hand-written genuine replies of tests/envs_catalog/text/test_instructions_adversarial.py are
 never denied, and a list dressed as a sentence ("Imagine the village and the oyster.") passes.
+
+Real words (`is_word`, `unknown_words`): a word is English when it, or a stem its inflection
+leaves ("gulls" -> "gull", "drifted" -> "drift", "nicer" -> "nice", "happily" -> "happy"), is in
+the web2 word list of the optional `english_words` package (Webster's Second, public domain;
+`dictionary()`), is a function, number or verb word here, or is in the caller's own vocabulary.
+Words of one or two letters count only from the closed classes (web2 lists "aa", "qi", every
+single letter). Without the package the check degrades to spelling shape (`plausible_spelling`:
+a vowel, no five consonants in a row, no letter three times running): keyboard mash is still
+refused, syllable-built pseudo-words ("balo tenu") are not; `dictionary_available()` says which.
+`TEXT_WORDS` is the closed class of words that talk about a text or its grading ("word",
+"sentence", "bullet", "postscript", "requirement"): a reply whose words are about its own rules
+instead of its topic is not a response (`envs_catalog.text.instructions` reads it so).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from typing import Iterable
@@ -140,6 +155,11 @@ MIN_FUNCTION_SHARE = 0.15
 MIN_DISTINCT_RATIO = 0.45  # distinct words / words, for replies of 12 words or more
 MAX_CONTENT_REPEATS = 3  # one content word at most max(3, words / 8) times
 MIN_ITEM_WORDS = 2
+SALAD_WORDS = 4  # a unit this long needs a function word or a verb
+BARE_UNIT = 6  # ... and this long, a function word ("rest plant enjoy piano looked taken")
+LONG_UNIT = 8  # ... and this long, a verb
+MAX_FRAGMENT_SHARE = 1 / 3  # of a reply's words (list items aside), in units with no verb
+_UNIT = re.compile(r"[^.!?;:]+")
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _MARKS = str.maketrans("", "", "-*+.)(")
@@ -193,6 +213,36 @@ def _filler(words: list[str], lines: list[str]) -> bool:
     return any(len(tokens(item)) < MIN_ITEM_WORDS for item in items)
 
 
+def _run_on_list(lines: list[str]) -> bool:
+    """Words run on after the writing: a unit (a sentence, or a list item) of `SALAD_WORDS` words
+    or more with neither a function word nor a word of `VERBS` ("tintless unimpeded gaintwist
+    moorpan"), a sentence of `BARE_UNIT` words with no function word ("rest plant enjoy piano looked
+    taken"), a
+    unit of `LONG_UNIT` words with no verb ("the enocyte of overman the slopmaker of tyste"), or
+    verbless units (list items aside) holding more than `MAX_FRAGMENT_SHARE` of the words, six or
+    more (a clause padded with short noun phrases; headings -- a line opened by "#" or "**" or
+    closed by ":" -- aside). Titles, salutations and short items pass."""
+    fragments = prose_words = 0
+    for line in lines:
+        item = _LIST_ITEM.match(line)
+        bare = line.strip().strip("*_ ")
+        heading = line.lstrip().startswith("#") or bare.endswith(":") or line.strip().startswith("**")
+        for unit in ([item.group(1)] if item else _UNIT.findall(line)):
+            found = tokens(unit)
+            n, verb = len(found), has_verb(found)
+            function = any(w in FUNCTION_WORDS for w in found)
+            if n >= SALAD_WORDS and not function and not any(w in VERBS for w in found):
+                return True  # the closed lists here: a suffix alone ("porched", "glans") is no verb
+            if n >= BARE_UNIT and not function and not item:  # an item may be terse: "Shops sell warm bread"
+                return True
+            if n >= LONG_UNIT and not verb:
+                return True
+            if not item and not heading:
+                prose_words += n
+                fragments += 0 if verb else n
+    return fragments >= 6 and fragments > MAX_FRAGMENT_SHARE * prose_words
+
+
 def has_verb(words: list[str]) -> bool:
     """Whether lower-case `words` hold a verb: a word of `VERBS` after no article or possessive
     ("the smile" is a noun); a word in -s or -ed that no article, determiner, preposition or
@@ -229,10 +279,110 @@ def degeneracy(text: str, given: Iterable[str] = (), *, prose: bool = True) -> l
     if len(words) < MIN_WORDS or len(own) < max(MIN_OWN_CONTENT, OWN_CONTENT_SHARE * unsupplied):
         reasons.append("thin")
     if (not words or sum(w in FUNCTION_WORDS for w in words) < MIN_FUNCTION_SHARE * len(words)
-            or (prose and not has_verb(words))):
+            or (prose and not has_verb(words)) or (prose and _run_on_list(lines))):
         reasons.append("word_list")
     if _repetitive(words, lines, supplied):
         reasons.append("repetitive")
     if _filler(words, lines):
         reasons.append("filler")
     return reasons
+
+
+# --- real words ----------------------------------------------------------------------------------
+# Words about a text, a task or its grading rather than about a topic (lemmas, lower case): what
+# a reply that describes its rules is made of. Ambiguous everyday nouns ("letter", "line",
+# "point", "key", "value", "capital") are left out: they are the prompt's vocabulary only where a
+# caller derives it from its own prompt.
+TEXT_WORDS = frozenset("""
+word text sentence paragraph reply response answer rule instruction constraint requirement
+prompt keyword phrase comma punctuation bullet bulleted postscript json lowercase uppercase ascii
+capitalization capitalisation capitalize capitalized lowercased uppercased wordcount checklist
+criterion criteria guideline specification format formatting mention wording spelling grammar
+markdown hyphen semicolon apostrophe quotation
+""".split())
+# Short words of everyday English beyond the closed classes above (web2's two-letter entries are
+# mostly abbreviations and letter names, so a word this short counts only from here).
+SHORT_WORDS = frozenset("ok oh ah hi ox ax pi go tv ago".split())
+_IRREGULAR_PLURALS: dict[str, str] = {
+    plural: single for plural, _, single in (pair.partition(":") for pair in """
+feet:foot teeth:tooth geese:goose mice:mouse men:man women:woman children:child people:person
+oxen:ox lice:louse dice:die
+""".split())}
+MAX_CONSONANT_RUN = 4  # "strengths" has five: the fallback errs towards English
+_CLOSED = FUNCTION_WORDS | NUMBER_WORDS | VERBS | SHORT_WORDS
+
+
+@functools.lru_cache(maxsize=1)
+def dictionary() -> frozenset[str] | None:
+    """The lower-case alphabetic web2 words of `english_words` (cached per process), or None
+    when the package is not importable (then `is_word` reads spelling shape only)."""
+    try:
+        from english_words import get_english_words_set
+    except ImportError:
+        return None
+    return frozenset(w for w in get_english_words_set(["web2"], lower=True, alpha=True) if w.isascii())
+
+
+def dictionary_available() -> bool:
+    return dictionary() is not None
+
+
+def plausible_spelling(word: str) -> bool:
+    """The fallback without a dictionary: a vowel (or y), no run of five consonants, no letter
+    three times in a row. Keyboard mash ("qwrtz", "sdfgh", "aaargh") fails; pseudo-words pass."""
+    w = word.lower()
+    return (bool(re.search(r"[aeiouy]", w)) and not re.search(rf"[^aeiouy]{{{MAX_CONSONANT_RUN + 1},}}", w)
+            and not re.search(r"(.)\1\1", w))
+
+
+def stems(word: str) -> list[str]:
+    """`word` and the stems an English inflection may have left: plurals and third persons
+    ("-s", "-es", "-ies", "-ves"), pasts ("-ed", "-d", "-ied", a doubled consonant), "-ing",
+    comparatives ("-er", "-est", "-ier"), adverbs ("-ly", "-ily"), a possessive "-s" and the
+    irregular plurals ("feet", "children")."""
+    w = word.lower()
+    out = [w]
+    if w in _IRREGULAR_PLURALS:
+        out.append(_IRREGULAR_PLURALS[w])
+
+    def add(stem: str, *ends: str) -> None:
+        if len(stem) >= 3:  # "air" is not "ai" + "-r"
+            out.extend(stem + e for e in ends)
+
+    for suffix, back in (("ies", "y"), ("ied", "y"), ("ier", "y"), ("iest", "y"), ("ily", "y"),
+                         ("ves", "f"), ("ves", "fe")):
+        if w.endswith(suffix):
+            add(w[: -len(suffix)], back)
+    for suffix in ("s", "es", "ed", "d", "ing", "er", "est", "ly", "r", "st"):
+        if w.endswith(suffix) and len(w) > len(suffix) + 1:
+            stem = w[: -len(suffix)]
+            add(stem, "", "e")
+            if len(stem) >= 3 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+                add(stem[:-1], "")  # "stopped" -> "stop", "bigger" -> "big"
+    return out
+
+
+def is_word(word: str, vocabulary: Iterable[str] = ()) -> bool:
+    """Whether `word` (letters or digits) is English: digits, a word of the closed classes or of
+    `vocabulary` (the caller's own, lower case: its topics, required words, product names), or
+    one whose stem (`stems`) is in `dictionary()` -- or, without the package,
+    `plausible_spelling`. One- and two-letter words count only from the closed classes and
+    `SHORT_WORDS`."""
+    w = word.lower()
+    if not w or w.isdigit():
+        return bool(w)
+    vocab = vocabulary if isinstance(vocabulary, (set, frozenset)) else frozenset(vocabulary)
+    if w in _CLOSED or w in vocab:
+        return True
+    if not w.isalpha() or len(w) <= 2:
+        return False
+    words = dictionary()
+    if words is None:
+        return plausible_spelling(w)
+    return any(s in words or s in vocab or s in VERBS for s in stems(w))
+
+
+def unknown_words(text: str, vocabulary: Iterable[str] = ()) -> list[str]:
+    """The words of `text` (`tokens`) that `is_word` does not know, in order, repeats kept."""
+    vocab = frozenset(v.lower() for v in vocabulary)
+    return [w for w in tokens(text) if not is_word(w, vocab)]

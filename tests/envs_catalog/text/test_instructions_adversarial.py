@@ -1,43 +1,70 @@
-"""llm/InstructionFollowing-v0 against generated replies, by class (issue 21, class 2).
+"""llm/InstructionFollowing-v0 against generated replies, by class (issue 21, class 2; issue 36).
 
-No reward without the task done: for every constraint kind and many seeds, replies of each
-degenerate class (`DEGENERATE`: one word, the topic word repeated, numbered filler, numbered
-lines, one-word bullets, a word salad, nouns glued by "and the", one sentence repeated) are
-dressed to meet every rule's letter (start word, keywords, bullets, P.S., end phrase, case, no
-commas, JSON) and must get no credit; a forbidden word hidden by each disguise (`DISGUISES`:
-hyphen, dot, underscore or space splits, spaced letters, mixed case, digit look-alikes, joins
-with a neighbour, elongation, inflection, zero-width characters) must fail its rule. False
-denials count as much: `genuine` writes varied sentences about the topic that meet the rules
-(a generator independent of the env's solver, using allowed words that contain forbidden ones:
-"every", "nothing", "breathing"...), and every one of them must get full credit, as must the
-replies written by hand in `WRITTEN`.
+No reward without the task done by genuine English. For every constraint kind and many seeds,
+replies of each degenerate class (`DEGENERATE`: one word, the topic word repeated, numbered
+filler, numbered lines, one-word bullets, a word salad, nouns glued by "and the", one sentence
+repeated) are dressed to meet every rule's letter and must get no credit; a forbidden word hidden
+by each disguise (`DISGUISES`) must fail its rule. The env's own gaming generators
+(`instructions.junk_replies`, the families of `JUNK`: keyboard mash, pseudo-words, a real clause
+padded with junk, the rules described or paraphrased as met, keyword lists, repetition; built
+from random letters, syllables, the prompt's own rule text and the task's words) must get no
+full credit on a few hundred tasks per family, while most of them meet every rule's letter (so
+the rubric, not the letter, refuses them). Hypothesis composes more from parts: unknown words
+inserted beyond the allowance, rule talk from text words and the task's rules, required words
+shown instead of used. False denials count as much: `genuine` writes varied sentences about the
+topic that meet the rules (a generator independent of the env's solver and of
+`natural_replies`), and every one of them, every `natural_replies` reply, the solver's and the
+replies written by hand in `WRITTEN` must get full credit (bound: 0 denials observed). Without
+the `english_words` package the dictionary check degrades to spelling shape, tested here too.
 """
 
 from __future__ import annotations
 
 import json
 import random
+from collections import Counter
 from typing import Callable
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from envs_catalog.text import genuine as genuine_module
 from envs_catalog.text.base import WORDS
+from envs_catalog.text.genuine import FUNCTION_WORDS, TEXT_WORDS, VERBS, is_word, stems, unknown_words
 from envs_catalog.text.instructions import (
     CONFLICTS,
     FORBIDDEN,
     JSON_KEYS,
+    JUNK,
     KEYWORDS,
     KINDS,
     PHRASES,
+    RUBRIC,
     START_WORDS,
     TOPICS,
     Constraint,
+    KNOWN_HACKABLE,
+    InstructionFollowingSource,
     check_constraint,
     grade_reply,
+    junk_replies,
     make_constraint,
+    mash_word,
+    natural_replies,
+    nonsense_replies,
+    pseudo_word,
     subject,
     words,
 )
+from llm_gym import get_renderer, load_tokenizer
+from llm_gym.checks.attacks import audit_source
+from llm_gym.grading.contracts import FreeTextAnswer
+
+CHATML = get_renderer("chatml", load_tokenizer())
+SETTINGS = settings(derandomize=True, deadline=None, max_examples=200,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 Task = tuple[str, list[Constraint]]
 
@@ -522,3 +549,302 @@ def test_written_replies_get_full_credit():
     for topic, rules, reply in WRITTEN:
         grade = grade_reply(reply, rules, "all", topic)
         assert grade.score == 1.0, (reply, grade)
+
+
+WRITTEN += [
+    # a lead-in or a closing line about the text, beside a real text, is no rule talk
+    ("a quiet harbor", [C("min_words", (20,))],
+     "Here is a short text about a quiet harbor:\n\nThe quiet harbor wakes slowly. Fishing boats "
+     "rock against the pier while gulls circle above the grey water and the old lighthouse blinks."),
+    ("a quiet harbor", [C("no_commas",)],
+     "The quiet harbor sleeps under a blanket of fog while the boats creak softly at their "
+     "moorings. I hope this text follows every rule."),
+    ("a quiet harbor", [C("bullets", (2,)), C("postscript",)],
+     "Sure! Here is my response.\n\nThe quiet harbor is calm at dawn.\n- Boats rest in neat rows\n"
+     "- Gulls search the water for fish\nP.S. Write back soon."),
+    # ordinary words that the rules also use ("short", "use", "start", "line", "letters")
+    ("an old library", [C("min_words", (12,))],
+     "A short walk from the station, the old library is the best place to write letters to old friends."),
+    ("an old library", [C("include_keywords", ("paper", "lamp"))],
+     "At the start of each day the old library lights a lamp and stacks fresh paper on every desk."),
+    ("a famous museum", [C("min_words", (10,))],
+     "The famous museum keeps a letter written by a queen, and its last line still moves visitors."),
+    # required words side by side in a real phrase
+    ("a sunny farm", [C("include_keywords", ("apple", "honey"))],
+     "On the sunny farm grandma baked apple and honey pies."),
+    ("a sunny farm", [C("include_keywords", ("silver", "mirror"))],
+     "A silver mirror hangs in the hall of the sunny farm house."),
+    ("a tiny kitchen", [C("include_keywords", ("candle", "lamp"))],
+     "Our tiny kitchen has no lamp, so we cook by candle light."),
+    # one word outside the dictionary (a name, a new word) is allowed
+    ("a quiet station", [C("min_words", (12,))],
+     "The quiet station has one bench, a clock that runs late, and a cat called Zorbik."),
+    ("a busy market", [C("max_words", (40,))],
+     "At the busy market I check my email while a vendor wraps warm bread in brown paper."),
+]
+
+
+def test_written_replies_with_lead_ins_and_rule_words_get_full_credit():
+    for topic, rules, reply in WRITTEN[-11:]:
+        grade = grade_reply(reply, rules, "all", topic)
+        assert grade.score == 1.0, (reply, grade)
+
+
+# --- the env's generated gaming, by family --------------------------------------------------------
+def env_tasks(n_per_size: int) -> list[tuple[str, list[Constraint], str]]:
+    """Tasks as the env draws them (num_constraints 1-4), with the solver's reply."""
+    out = []
+    for n in (1, 2, 3, 4):
+        src = InstructionFollowingSource(renderer=CHATML, num_constraints=n)
+        for seed in range(n_per_size):
+            env = src.make_env(np.random.default_rng(seed))
+            out.append((env.task["topic"], env.task["constraints"], env.answer))
+    return out
+
+
+TASKS = env_tasks(45)  # 180 tasks: 360 to 1,800 replies per family
+_JUNK_CACHE: dict[str, list[tuple[str, list[Constraint], str, str]]] = {}
+
+
+def junk_by_family() -> dict[str, list[tuple[str, list[Constraint], str, str]]]:
+    if not _JUNK_CACHE:  # the env's tasks, and more with required words (the lists need them)
+        drawn = [(topic, rules) for topic, rules, _ in TASKS] + tasks("include_keywords", 30, seed=7)
+        for i, (topic, rules) in enumerate(drawn):
+            for family, variant, reply in junk_replies(topic, rules, random.Random(i)):
+                _JUNK_CACHE.setdefault(family, []).append((topic, rules, variant, reply))
+    return _JUNK_CACHE
+
+
+# Families refused as a whole reply (no rule is met by them in any mode): all but "keyword list",
+# whose reply may meet its other rules genuinely (a fraction below 1 is then fair).
+WHOLE_REPLY = ("keyboard mash", "pseudo-words", "junk-padded clause", "rule description", "repetition")
+
+
+@pytest.mark.parametrize("family", JUNK)
+def test_generated_gaming_gets_no_full_credit(family):
+    made = junk_by_family()[family]
+    assert len(made) >= 300, len(made)
+    letter = 0
+    for topic, rules, variant, reply in made:
+        letter += all(check_constraint(reply, c) for c in rules)
+        for mode in ("all", "fraction"):
+            grade = grade_reply(reply, rules, mode, topic)
+            assert grade.score < 1.0, (family, variant, mode, reply, [c.description for c in rules], grade)
+            if family in WHOLE_REPLY:
+                assert grade.score == 0.0, (family, variant, mode, reply, grade)
+    # most replies meet every rule's letter: the rubric, not the letter, refuses them
+    assert letter >= 0.6 * len(made), (family, letter, len(made))
+
+
+def test_meaningless_real_words_are_the_cards_known_hackable_at_the_rate_it_states():
+    """What a rubric of form cannot read: real words that mean nothing together, after a real
+    clause. Measured here on the env's tasks; the card states these rates, and the families of
+    `JUNK` counted beside them."""
+    paid, runs = Counter(), Counter()
+    for i, (topic, rules, _) in enumerate(TASKS):
+        for variant, reply in nonsense_replies(topic, rules, random.Random(i)):
+            runs[variant] += 1
+            paid[variant] += grade_reply(reply, rules, "all", topic).score == 1.0
+    assert runs == Counter({"random common words": 180, "sentences of random words": 180})
+    for variant in runs:
+        assert f" {paid[variant] / runs[variant]:.0%}" in KNOWN_HACKABLE, (variant, paid[variant], KNOWN_HACKABLE)
+    total = sum(len(made) for made in junk_by_family().values())
+    assert f"0 of {total:,})" in KNOWN_HACKABLE, total
+
+
+def test_each_family_is_refused_for_its_own_reason():
+    """The metric that names the gate: mash and pseudo-words are not words, rule descriptions
+    are rule talk, keyword lists leave the required words unsupported."""
+    reasons: dict[str, Counter] = {}
+    for family, made in junk_by_family().items():
+        for topic, rules, _, reply in made:
+            reasons.setdefault(family, Counter())[grade_reply(reply, rules, "all", topic).status] += 1
+    for family in ("keyboard mash", "pseudo-words", "junk-padded clause"):
+        made = junk_by_family()[family]  # the dictionary alone would refuse them, whatever else does
+        beyond = sum(len(unknown_words(r)) > 1 + 0.05 * len(words(r)) for _, _, _, r in made)
+        assert beyond >= 0.95 * len(made), (family, beyond, len(made))
+        # refused by the dictionary, or first by the floor's run-on-list rule (a run of junk)
+        assert reasons[family]["not_words"] + reasons[family]["word_list"] >= 0.9 * len(made), reasons[family]
+    talk = reasons["rule description"]  # a rule restated word for word is an echo; the rest rule talk
+    assert talk["echo"] + talk["rule_talk"] >= 0.8 * sum(talk.values()) and talk["rule_talk"] >= 300, talk
+    assert reasons["keyword list"]["unsupported"] >= 0.6 * sum(reasons["keyword list"].values())
+
+
+def test_genuine_replies_of_every_source_get_full_credit():
+    """False denials: the solver's reply, the env's `natural_replies` and this file's `genuine`
+    generator (independent of both) on the env's own tasks. Bound: none denied."""
+    counts, denied = Counter(), []
+    for i, (topic, rules, gold) in enumerate(TASKS):
+        sources = {"solver": [gold], "natural": natural_replies(topic, rules, random.Random(i), 3),
+                   "genuine": genuine_replies((topic, rules), i, 3)}
+        for name, replies in sources.items():
+            for reply in replies:
+                counts[name] += 1
+                if grade_reply(reply, rules, "all", topic).score != 1.0:
+                    denied.append((name, reply))
+    assert counts["solver"] == len(TASKS) and counts["natural"] >= 300 and counts["genuine"] >= 300, counts
+    assert denied == []
+
+
+# --- composed by hypothesis from parts -----------------------------------------------------------
+SIMPLE = [("a quiet harbor", [C("min_words", (12,))],
+           "The quiet harbor wakes slowly while fishing boats rock against the old stone pier at dawn."),
+          ("a busy market", [C("no_commas",)],
+           "Vendors at the busy market shout prices while shoppers fill their baskets with fruit and bread."),
+          ("an old library", [C("max_words", (40,))],
+           "The old library smells of dust and polish and a cat sleeps on the warm sill of the window all day.")]
+
+
+def _insert(reply: str, extra: list[str], rng: random.Random) -> str:
+    out = reply.split(" ")
+    for w in extra:
+        out.insert(rng.randint(1, len(out)), w)
+    return " ".join(out)
+
+
+junk_word = st.one_of(
+    st.builds(mash_word, st.randoms(use_true_random=False)),
+    st.builds(pseudo_word, st.randoms(use_true_random=False)),
+    st.text(alphabet="bcdfghjklmnpqrstvwxz", min_size=4, max_size=8),
+)
+
+
+@SETTINGS
+@given(case=st.sampled_from(SIMPLE), extra=st.lists(junk_word, min_size=2, max_size=12, unique=True),
+       seed=st.integers(0, 10_000))
+def test_words_outside_the_dictionary_beyond_the_allowance_are_refused(case, extra, seed):
+    topic, rules, reply = case
+    assert unknown_words(reply) == [] and grade_reply(reply, rules, "all", topic).score == 1.0
+    extra = [w for w in extra if not is_word(w)]
+    padded = _insert(reply, extra, random.Random(seed))
+    allowed = 1 + int(0.05 * len(words(padded)))
+    grade = grade_reply(padded, rules, "all", topic)
+    if len(extra) > allowed:  # refused: by the dictionary, or first by the floor (a run of junk)
+        assert grade.score == 0.0, (padded, grade)
+        assert grade.details["not_words"] == 1.0 or grade.details["degenerate"] == 1.0, (padded, grade)
+
+
+@SETTINGS
+@given(case=st.sampled_from(SIMPLE), name=junk_word, seed=st.integers(0, 10_000))
+def test_one_unknown_word_is_allowed(case, name, seed):
+    topic, rules, reply = case
+    padded = _insert(reply, [name.capitalize()], random.Random(seed))
+    if rules[0].check(padded):  # the word bound still holds
+        assert grade_reply(padded, rules, "all", topic).score == 1.0, padded
+
+
+TALK_SUBJECTS = ("This text", "My reply", "This response", "The answer above", "Each sentence here")
+TALK_VERBS = ("follows", "meets", "obeys", "uses", "includes", "keeps")
+TALK_OBJECTS = ("every rule", "the word limit", "the required words", "the instructions", "each constraint",
+                "the bullet point rule", "the postscript rule", "the lowercase rule")
+
+
+@SETTINGS
+@given(rules=st.lists(st.sampled_from(KINDS), min_size=1, max_size=3, unique=True),
+       parts=st.lists(st.tuples(st.sampled_from(TALK_SUBJECTS), st.sampled_from(TALK_VERBS),
+                                st.sampled_from(TALK_OBJECTS)), min_size=1, max_size=4),
+       seed=st.integers(0, 10_000))
+def test_rule_talk_composed_from_parts_gets_nothing(rules, parts, seed):
+    """A short real clause plus sentences about the rules (text words, the rules' own verbs and
+    objects, and each rule's own description restated as met): refused whatever the rules."""
+    rng = random.Random(seed)
+    chosen = [r for r in rules if not any(r in CONFLICTS[o] for o in rules if o != r)]
+    constraints = [make_constraint(k, draw_params(k, rng)) for k in chosen]
+    topic = rng.choice(TOPICS)
+    talk = [f"{s} {v} {o}." for s, v, o in parts]
+    talk += [f"It does this: {c.description[:1].lower()}{c.description[1:]}".replace("'", "") for c in constraints]
+    reply = f"The {subject(topic)} is calm today. " + " ".join(talk)
+    grade = grade_reply(reply, constraints, "fraction", topic)
+    assert grade.score == 0.0, (reply, grade)
+
+
+USES = ("We found the {k} near the old gate.", "A child held the {k} in both hands.",
+        "Her grandfather kept a {k} by the window.")
+SHOWS = ("We found the word {k} near the old gate.", "A child held '{k}' in both hands.",
+         "Her grandfather kept a thing (the {k}) by the window.", "We wrote the keyword {k} on the gate.",
+         'A child held "{k}" in both hands.')
+
+
+@SETTINGS
+@given(pair=st.lists(st.sampled_from(KEYWORDS), min_size=2, max_size=2, unique=True),
+       use=st.sampled_from(USES), show=st.sampled_from(SHOWS), topic=st.sampled_from(TOPICS))
+def test_a_required_word_must_be_used_not_shown(pair, use, show, topic):
+    rules = [make_constraint("include_keywords", tuple(pair))]
+    opening = f"The {subject(topic)} is quiet this morning."
+    used = " ".join([opening, use.format(k=pair[0]), USES[(USES.index(use) + 1) % 3].format(k=pair[1])])
+    shown = " ".join([opening, use.format(k=pair[0]), show.format(k=pair[1])])
+    assert grade_reply(used, rules, "all", topic).score == 1.0, used
+    grade = grade_reply(shown, rules, "all", topic)
+    assert grade.score == 0.0 and grade.details["unsupported"] == 1.0, (shown, grade)
+
+
+# --- the dictionary ------------------------------------------------------------------------------
+def test_dictionary_words_and_their_inflections():
+    for w in ("gulls", "drifted", "nicer", "happily", "stopped", "bigger", "studies", "leaves", "making",
+              "visitors", "harbor", "i", "a", "ok", "42"):
+        assert is_word(w), w
+    for w in ("asdf", "qwrtz", "sdfgh", "brelo", "tounsk", "aa", "qi", "xv", "zz"):
+        assert not is_word(w), w
+    assert "gull" in stems("gulls") and "stop" in stems("stopped") and "happy" in stems("happily")
+    assert is_word("zorvo", {"zorvo"}) and not is_word("zorvo")
+    assert unknown_words("Gulls wheel over brelo and sdfgh.") == ["brelo", "sdfgh"]
+    assert {"word", "sentence", "bullet", "postscript", "requirement"} <= TEXT_WORDS
+
+
+def test_without_the_dictionary_package_spelling_shape_still_refuses_mash(monkeypatch):
+    """The documented degradation: without `english_words`, keyboard mash is refused by spelling
+    shape (no vowel, five consonants running), genuine replies still pass, and pronounceable
+    pseudo-words are no longer refused (the env stays usable, with a weaker floor)."""
+    monkeypatch.setattr(genuine_module, "dictionary", lambda: None)
+    assert not genuine_module.dictionary_available()
+    topic, rules, reply = SIMPLE[0]
+    assert grade_reply(reply, rules, "all", topic).score == 1.0
+    mash = _insert(reply, ["qwrtz", "sdfghk", "zxcvbn", "hjklm"], random.Random(1))  # spread, not a run
+    assert grade_reply(mash, rules, "all", topic).status == "not_words"
+    pseudo = _insert(reply, ["brelo", "tounsk", "plaivo", "kreenu"], random.Random(1))
+    assert grade_reply(pseudo, rules, "all", topic).score == 1.0
+    monkeypatch.undo()
+    assert grade_reply(pseudo, rules, "all", topic).status == "not_words"
+
+
+# --- the contract, the prompt, the audit ---------------------------------------------------------
+def test_the_env_declares_a_free_text_contract_and_keeps_its_prompts():
+    src = InstructionFollowingSource(renderer=CHATML)
+    env = src.make_env(np.random.default_rng(0))
+    contract = env.answer_contract
+    assert isinstance(contract, FreeTextAnswer) and contract.rubric == RUBRIC
+    assert contract.read(env.answer).value == env.answer
+    assert "FreeTextAnswer" in src.card.answer_contract and src.card.known_hackable == KNOWN_HACKABLE
+    # the prompt as drawn before the contract (byte-identical; the RNG draws are unchanged)
+    assert env.question == (
+        "Write a short text about a happy river bank (use the words 'river bank'). Follow every rule:\n"
+        "1. Reply with only a JSON object whose keys are exactly 'note' and 'summary', each with a text "
+        "value.\n2. Do not use the word 'very'.\nWrite in plain ASCII English.")
+
+
+def test_the_audit_with_this_envs_hook_finds_no_false_credit_or_denial():
+    cls = InstructionFollowingSource
+    report = audit_source(lambda knobs: cls(renderer=CHATML, **knobs), [0, 1, 2])
+    families = set(report.families)
+    assert set(JUNK) <= families and "genuine" in families, families
+    assert report.runs >= 150
+    assert report.false_credits == 0 and report.exploitable_credits == 0, report.findings
+    assert report.false_denials == 0, report.findings
+
+
+VERB_POOL = sorted(v for v in VERBS if v.isalpha() and v not in FUNCTION_WORDS)
+
+
+@SETTINGS
+@given(case=st.sampled_from(SIMPLE), run=st.lists(st.sampled_from(WORDS) | st.sampled_from(VERB_POOL),
+                                                  min_size=6, max_size=14, unique=True),
+       nouns=st.lists(st.sampled_from([w for w in WORDS if w not in VERBS]), min_size=4, max_size=10, unique=True))
+def test_a_real_clause_padded_with_a_bare_run_of_real_words_gets_nothing(case, run, nouns):
+    """The floor's run-on rule (`genuine.degeneracy`, "word_list"): six real words or more with
+    no function word, or four nouns with neither a function word nor a verb, are a list run on
+    after the writing, not a sentence."""
+    topic, rules, reply = case
+    for padding in (" ".join(run), " ".join(nouns)):
+        padded = f"{reply} {padding.capitalize()}."
+        grade = grade_reply(padded, rules, "fraction", topic)
+        assert grade.score == 0.0 and grade.details["word_list"] == 1.0, (padded, grade)

@@ -9,11 +9,13 @@ command is sent to the game and the game's answer is the next user message, foll
 turns left. The seed picks one of the split's `n_games` games (see `games.pool_specs`: a game
 belongs to "test" when `split_of` its key says so, else "train").
 
-Replies are read by `read_command`, a strict reader: optional "Command:" or ">" marker, optional
-quotes, backticks or bold (two layers at most), one line of ASCII letters, digits, spaces, hyphens
-and apostrophes, at most `MAX_COMMAND_WORDS` words and `MAX_COMMAND_CHARS` characters, an optional
-final "." or "!". Several commands (a "then", a ".", ";" or "," inside, several lines), prose with
-punctuation, an empty reply, non-ASCII look-alikes, the interpreter's meta commands (restart,
+Replies are read by the `CommandAnswer` contract under the one answer policy
+(`llm_gym.grading.POLICY`; `read_command`): a line labelled "Command:", "Action:" or "Answer:", else the whole
+reply, is the command, read as shown (look-alike letters mapped, invisible characters dropped):
+an optional ">" prompt mark, quotes, backticks or bold, one line of ASCII letters, digits,
+spaces, hyphens and apostrophes, at most `MAX_COMMAND_WORDS` words and `MAX_COMMAND_CHARS`
+characters, an optional final "." or "!". Several commands (a "then", a ".", ";" or ","
+inside, several lines), prose with punctuation, an empty reply, the interpreter's meta commands (restart,
 quit, undo, save, restore, again, oops, yes/no answers, ...) and TextWorld's own `tw-` debug
 commands are invalid turns: they cost `invalid_penalty` and a turn and never reach the game. A
 readable command the game does not understand ("dance wildly") is a valid turn: the game says so,
@@ -29,7 +31,6 @@ with the penalty), or when the next observation would pass `max_context_tokens`
 `MAX_FEEDBACK_CHARS`. So the return lies in [-invalid_penalty * max_turns, 1]. Observations keep
 the prefix property (`llm_gym.renderers.continuation.Continuation`). Gold scripted case: TextWorld's
 own winning policy for the current state (`EnvInfos(policy_commands=True)`), one command a turn.
-`fold_reply` (NFKC, ASCII typography) is the games family's strict text folding, reused.
 """
 
 from __future__ import annotations
@@ -40,10 +41,11 @@ from typing import Any, cast
 
 import numpy as np
 
-from envs_catalog.games._turns import fold_reply
 from envs_catalog.textworld import games
 from llm_gym.authoring import check_float, check_int, child_seed
 from llm_gym.env_source import EnvCard, EnvSource
+from llm_gym.grading import AnswerContract
+from llm_gym.grading.policy import Declaration
 from llm_gym.model_input import ModelInput
 from llm_gym.renderers import Message, ParseTermination, Renderer
 from llm_gym.renderers.continuation import Continuation
@@ -66,32 +68,27 @@ META_VERBS = frozenset(
     "brief verbose superbrief normal long short pronouns nouns again g oops o yes y no".split()
 )
 _COMMAND = re.compile(r"[a-z0-9'][a-z0-9' -]*")
-_MARKER = re.compile(r"(?:(?:my\s+)?(?:next\s+)?(?:command|action)\s*[:=]\s*|>\s*)", re.IGNORECASE)
-_WRAPS = ("**", "__", "`", '"', "'")  # bold, code, quotes (one pair each)
+_PROMPT_MARK = re.compile(r"^>[ \t]*")
+# A label line that declares the command ("Command: go north", "My next action: look").
+_LINE_LEAD = re.compile(r"[ \t*_#>]*(?:[A-Za-z]+[ \t]+){0,3}")
 
 
-def read_command(text: str) -> tuple[str | None, str]:
-    """(the command, lowercased, single-spaced; "ok") for a reply that is one game command, else
-    (None, why): "empty", "unreadable" (non-ASCII letters, control characters, U+FFFD),
-    "too_long", "several_lines", "several_commands" (a "then"), "not_a_command" (punctuation,
-    symbols: ".", ";" and "," would chain commands in the game's parser) or "meta_command"."""
-    if len(text) > MAX_REPLY_CHARS:
-        return None, "too_long"
-    folded = fold_reply(text)
-    if folded is None:
-        return None, "unreadable"
-    body = folded
-    m = _MARKER.match(body)
-    if m and m.end() < len(body):
-        body = body[m.end():]
-    for _ in range(2):  # at most two layers: **`look`**
-        body = body.strip()
-        wrap = next((w for w in _WRAPS if len(body) >= 2 * len(w)
-                     and body.startswith(w) and body.endswith(w)), None)
+_WRAPS = ("**", "__", "`", '"', "'")  # bold, code, quotes: one pair each, two layers at most
+
+
+def _unwrap(text: str) -> str:
+    body = text.strip()
+    for _ in range(2):  # **`look`**
+        wrap = next((w for w in _WRAPS if len(body) >= 2 * len(w) and body.startswith(w) and body.endswith(w)), None)
         if wrap is None:
             break
-        body = body[len(wrap): len(body) - len(wrap)]
-    body = body.strip()
+        body = body[len(wrap): len(body) - len(wrap)].strip()
+    return body
+
+
+def _one_command(slot: str) -> tuple[str | None, str]:
+    """(the command, "ok") when `slot` (markup already off) is one game command, else (None, why)."""
+    body = _PROMPT_MARK.sub("", slot.strip()).strip()
     if body[-1:] in (".", "!"):
         body = body[:-1].rstrip()
     if not body:
@@ -111,6 +108,72 @@ def read_command(text: str) -> tuple[str | None, str]:
     if words[0] in META_VERBS or words[0].startswith("tw-"):
         return None, "meta_command"
     return body, "ok"
+
+
+class CommandAnswer(AnswerContract):
+    """The env's answer contract: one game command. It is declared by a line labelled
+    "Command:" / "Action:" (a few words may stand before the label), else the whole reply is the
+    command -- so several lines, or prose around a command, are not one command."""
+
+    kind = "command"
+    multiline = True
+    whole_reply = True
+    placeholder = "command"
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(labels=("answer", "command", "action"), max_chars=MAX_REPLY_CHARS, name="one command", **kwargs)
+
+    def parse(self, text: str) -> str | None:
+        return _one_command(_unwrap(text))[0]
+
+    def read_slot(self, slot: str) -> str | None:
+        return self.parse(slot)
+
+    def find_declarations(self, visible: str) -> list[Declaration] | None:
+        found = super().find_declarations(visible)
+        if found is None:
+            return None
+        return [d for d in found if d.source == "label"
+                and _LINE_LEAD.fullmatch(visible[visible.rfind("\n", 0, d.start) + 1: d.start])]
+
+    def last_answer(self, visible: str) -> Declaration | None:
+        return Declaration("whole", visible, 0) if visible.strip() else None
+
+    def answer_block(self, block: str) -> str:
+        return block.split("\n", 1)[0]  # the label's own line: one command
+
+    def mentions(self, text: str) -> bool:
+        return bool(text.strip())
+
+    def format(self, value: Any) -> str:
+        return str(value)
+
+    def describe(self) -> str:
+        return "one game command on one line"
+
+    def attack_others(self, gold: str, rng: Any) -> list[str]:
+        return ["look" if gold != "look" else "inventory"]
+
+
+COMMAND = CommandAnswer()
+
+
+def read_command(text: str) -> tuple[str | None, str]:
+    """(the command, lowercased, single-spaced; "ok") for a reply that is one game command under
+    the `CommandAnswer` contract, else (None, why): "empty", "unreadable" (bidirectional
+    overrides, other scripts' digits, U+FFFD), "too_long", "several_lines", "several_commands"
+    (a "then"), "not_a_command" (punctuation, symbols: ".", ";" and "," would chain commands in
+    the game's parser), "meta_command" or "conflicting" (two declared commands)."""
+    if len(text) > MAX_REPLY_CHARS:
+        return None, "too_long"
+    reading = COMMAND.read(text)
+    if reading.ok:
+        return reading.value, "ok"
+    if reading.status in ("invalid_text", "confusable", "unsupported_digits"):
+        return None, "unreadable"
+    if reading.status == "malformed":
+        return None, _one_command(_unwrap(reading.text))[1]
+    return None, reading.status
 
 
 _STATUS_TAIL = re.compile(r"\s*>?\s*-= [^\n=]*=-\s*-?\d+/\d+\s*\Z")  # prompt + status line
@@ -159,6 +222,7 @@ class TextWorldEnv(Env):
     (for scripted policies; empty once the game is over)."""
 
     rules_reminder = "Reply with exactly one game command, such as: go north, take key."
+    answer_contract = COMMAND  # what a reply is (the generated attack suite is built from it)
 
     def __init__(
         self, renderer: Renderer, game_path: str, *, max_turns: int, invalid_penalty: float,
@@ -349,6 +413,7 @@ class TextWorldSource(EnvSource):
             {"role": "assistant", "content": "go south"},
         ],
         answer_form="exact text",  # the reply is the game command itself; prose would be read as one
+        answer_contract="one game command (CommandAnswer): a 'Command:' line, else the whole reply",
     )
 
     def __init__(self, *, renderer: Renderer, split: str = "train", **knobs: Any) -> None:

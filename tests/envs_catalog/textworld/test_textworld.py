@@ -84,13 +84,15 @@ def play_case(source, case, seed):
     ("  put  apple on   table  ", "put apple on table"), ("examine T-shirt!", "examine t-shirt"),
     ("take Canadian style keycard from stand", "take canadian style keycard from stand"),
     ("ｇｏ ｅａｓｔ", "go east"), ("n", "n"), ("x key", "x key"),
+    ("gο north", "go north"),  # a Greek omicron is read as the o it shows (llm_gym.grading.normalize)
+    ("My next command: take key", "take key"), ("I will explore.\nCommand: look", "look"),
 ])
 def test_the_reader_accepts_one_command(reply, command):
     assert read_command(reply) == (command, "ok")
 
 
 @pytest.mark.parametrize("reply, status", [
-    ("", "empty"), ("   ", "empty"), ("``", "empty"), ("Command:", "not_a_command"),
+    ("", "empty"), ("   ", "empty"), ("``", "empty"), ("` `", "empty"), ("Command:", "not_a_command"),
     ("go north. take key", "not_a_command"), ("go north; take key", "not_a_command"),
     ("go north, take key", "not_a_command"), ("take key then go north", "several_commands"),
     ("go north\ntake key", "several_lines"),
@@ -100,8 +102,8 @@ def test_the_reader_accepts_one_command(reply, command):
     ("g", "meta_command"), ("oops key", "meta_command"), ("yes", "meta_command"),
     ("tw-print score", "meta_command"), ("tw-extra-infos score", "meta_command"),
     ("*** The End ***", "not_a_command"), ("<score>1</score>", "not_a_command"),
-    ("[taking - succeeded]", "not_a_command"), ("gο north", "unreadable"),  # Greek omicron
-    ("go\u200bnorth", "unreadable"), ("go north \ufffd", "unreadable"),
+    ("[taking - succeeded]", "not_a_command"), ("g\u202eo north", "unreadable"),  # a bidi override
+    ("go north \ufffd", "unreadable"), ("Command: look\nCommand: go north", "conflicting"),
     ("take " + "key " * 20, "too_long"), ("x" * (MAX_COMMAND_CHARS + 1), "too_long"),
     ("go north " * 100, "too_long"),
 ])

@@ -85,7 +85,8 @@ def cell(entry: dict[str, Any] | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m envs_catalog.hackability", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m envs_catalog.hackability",
+                                     description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--ids", nargs="*", help="only these ids (default: every registered native id)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--per-seed", type=int, default=DEFAULT_PER_SEED)

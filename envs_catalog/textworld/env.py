@@ -121,7 +121,8 @@ class CommandAnswer(AnswerContract):
     placeholder = "command"
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(labels=("answer", "command", "action"), max_chars=MAX_REPLY_CHARS, name="one command", **kwargs)
+        super().__init__(labels=("answer", "command", "action"), max_chars=MAX_REPLY_CHARS, name="one command",
+                         **kwargs)
 
     def parse(self, text: str) -> str | None:
         return _one_command(_unwrap(text))[0]

@@ -43,14 +43,19 @@ def per_seed_for(spec: dict[str, Any], per_seed: int) -> int:
     return next((n for prefix, n in SLOW_PER_SEED.items() if spec["source"].startswith(prefix)), per_seed)
 
 
-def measure(spec: dict[str, Any], seeds: int = DEFAULT_SEEDS, per_seed: int = DEFAULT_PER_SEED) -> dict[str, Any]:
-    """The audit of one native spec, as the JSON entry CATALOG.md renders."""
+def measure(spec: dict[str, Any], seeds: int = DEFAULT_SEEDS, per_seed: int = DEFAULT_PER_SEED,
+            records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The audit of one native spec, as the JSON entry CATALOG.md renders; `records`, when given,
+    receives every reply played (for `benchmarks/hackability_before_after.py replay`)."""
     from llm_gym.checks.attacks import audit_source
 
     from envs_catalog.catalog import load_source_class
 
     n = per_seed_for(spec, per_seed)
-    report = audit_source(_source_factory(spec), list(range(seeds)), per_seed=n)
+    report = audit_source(_source_factory(spec), list(range(seeds)), per_seed=n, env_label=spec["id"],
+                          keep_records=records is not None)
+    if records is not None:
+        records.extend(report.records)
     summary = report.summary()
     card = load_source_class(spec).card
     return {
@@ -90,11 +95,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ids", nargs="*", help="only these ids (default: every registered native id)")
     parser.add_argument("--seeds", type=int, default=DEFAULT_SEEDS)
     parser.add_argument("--per-seed", type=int, default=DEFAULT_PER_SEED)
+    parser.add_argument("--records", default=None, help="also write every reply played to this JSONL file")
     args = parser.parse_args(argv)
     table = load()
-    specs = [s for s in ENV_SPECS if not args.ids or s["id"] in args.ids]
+    specs = [s for s in ENV_SPECS if s["id"].startswith("llm/") and (not args.ids or s["id"] in args.ids)]
+    records: list[dict[str, Any]] | None = [] if args.records else None
     for spec in specs:
-        entry = measure(spec, args.seeds, args.per_seed)
+        entry = measure(spec, args.seeds, args.per_seed, records)
+        if records is not None:
+            with open(args.records, "a") as out:
+                out.writelines(json.dumps(r) + "\n" for r in records)
+            records.clear()
         table["ids"][spec["id"]] = entry
         print(f"{spec['id']}: {cell(entry)}", flush=True)
     table["ids"] = dict(sorted(table["ids"].items()))

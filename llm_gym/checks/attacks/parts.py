@@ -90,7 +90,8 @@ CONNECTIVES: dict[str, str] = {
 BOUND_PREFIXES = ("at least", "at most", "more than", "less than", "over", "under", "nearly", "almost",
                   "up to", "no more than", "no less than", "just over", "just under", ">=", "<=", ">", "<",
                   "≥", "≤", "±")
-BOUND_SUFFIXES = ("or more", "or less", "+", "or fewer", "and up", "and above", "and below", "max", "min",
+# (not "min": it is also the minute, a unit a contract may convert)
+BOUND_SUFFIXES = ("or more", "or less", "+", "or fewer", "and up", "and above", "and below", "max",
                   "at most", "at least", "or higher", "or lower")
 # Approximation marks: a range for an exact answer, the value itself within a tolerance.
 APPROX_PREFIXES = ("about", "around", "roughly", "approximately", "approx.", "close to", "~", "≈")

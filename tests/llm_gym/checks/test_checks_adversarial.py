@@ -42,8 +42,13 @@ def _native_ids() -> list:
     return ids
 
 
-@pytest.mark.parametrize("env_id", sampled(_native_ids(), 8, label=lambda p: p))
-def test_every_native_id_passes_the_generated_suite(env_id):
+# The row on a sample of native ids (every id's suite is re-measured against the committed
+# hackability numbers by tests/envs_catalog/test_hackability.py, which CI runs in full).
+_SAMPLE = [p for p in sampled(_native_ids(), 6, label=lambda p: p) if not p.marks][:6]
+
+
+@pytest.mark.parametrize("env_id", _SAMPLE)
+def test_native_ids_pass_the_generated_suite(env_id):
     (row,) = check_env_id(env_id, only=["adversarial"], seeds=2)
     data = row.data
     if row.status == "skip":  # a reward only a group gives: one episode cannot show credit

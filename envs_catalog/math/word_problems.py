@@ -11,7 +11,6 @@ alongside the text, and graded by the task's `NumberAnswer` contract (answer pol
 
 from __future__ import annotations
 
-import re
 from fractions import Fraction
 from typing import Any
 
@@ -27,7 +26,7 @@ from envs_catalog.math._numeric import (
 )
 from llm_gym.authoring import check_int
 from llm_gym.env_source import EnvCard
-from llm_gym.grading.units import lookup
+from llm_gym.grading.contracts import counted
 
 TEMPLATES = ("inventory", "shopping", "travel", "groups")
 NAMES = ("Ava", "Ben", "Chloe", "Dev", "Emma", "Farid", "Grace", "Hugo", "Iris", "Jamal",
@@ -43,23 +42,6 @@ _DOCS = {
     "max_value": "largest quantity in a story, 5-1000",
     "format_coef": FORMAT_COEF_DOC,
 }
-
-
-_HOW_MANY = re.compile(r"How many (?:more )?([a-z]+)")
-
-
-def _answer_words(question: str) -> tuple[str | None, tuple[str, ...]]:
-    """What the answer counts: a unit when the question asks for one ("How many kilometres" ->
-    km, "How many dollars" -> USD: "$36" and "36 dollars" are the answer), else the nouns it may
-    carry ("stickers", "sticker")."""
-    m = _HOW_MANY.search(question)
-    if m is None:
-        return None, ()
-    word = m.group(1)
-    found = lookup(word)
-    if found is not None:
-        return found.symbol, ()
-    return None, (word, word[:-1]) if word.endswith("s") else (word,)
 
 
 def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
@@ -117,7 +99,7 @@ class WordProblemSource(NumericSource):
         template = self.templates[int(rng.integers(len(self.templates)))]
         text, answer = getattr(self, f"_{template}")(rng)
         text += " " + instruction()
-        unit, nouns = _answer_words(text)
+        unit, nouns = counted(text)
         return NumericTask(text, Fraction(answer), f"{template}:{text}", str(answer), unit=unit, nouns=nouns)
 
     def _inventory(self, rng: np.random.Generator) -> tuple[str, int]:

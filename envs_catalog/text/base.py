@@ -79,19 +79,23 @@ def visible_reply(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[str |
 _FENCE = re.compile(r"\A```[a-zA-Z]*[ \t]*\n(.*)\n[ \t]*```\Z", re.DOTALL)
 
 
-class _StrictJSONError(ValueError):
-    pass
+class StrictJSONError(ValueError):
+    """Raised by `STRICT_JSON` for NaN/Infinity or a duplicate object key."""
 
 
 def _no_constants(name: str) -> Any:
-    raise _StrictJSONError(f"{name} is not JSON")
+    raise StrictJSONError(f"{name} is not JSON")
 
 
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     keys = [k for k, _ in pairs]
     if len(set(keys)) != len(keys):
-        raise _StrictJSONError("duplicate key")
+        raise StrictJSONError("duplicate key")
     return dict(pairs)
+
+
+# JSON read strictly: no NaN/Infinity, no duplicate object keys (`strict_json`, CsvToJson).
+STRICT_JSON = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_no_duplicate_keys)
 
 
 def strict_json(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[Any, str]:
@@ -105,10 +109,9 @@ def strict_json(text: str, max_chars: int = MAX_RESPONSE_CHARS) -> tuple[Any, st
     fenced = _FENCE.match(stripped)
     if fenced:
         stripped = fenced.group(1).strip()
-    decoder = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_no_duplicate_keys)
     try:
-        value, end = decoder.raw_decode(stripped)
-    except (_StrictJSONError, ValueError, RecursionError):
+        value, end = STRICT_JSON.raw_decode(stripped)
+    except (StrictJSONError, ValueError, RecursionError):
         return None, "not_json"
     if stripped[end:].strip():
         return None, "not_json"

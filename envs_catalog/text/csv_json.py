@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from envs_catalog.text.base import TextGrade, TextSource, TextTaskEnv, knob_docs
+from envs_catalog.text.base import STRICT_JSON, StrictJSONError, TextGrade, TextSource, TextTaskEnv, knob_docs
 from llm_gym.authoring import check_choice, check_int
 from llm_gym.grading import JsonAnswer
 from llm_gym.grading.contracts.structured import strip_block
@@ -73,24 +73,6 @@ def typed_value(column: str, cell: str) -> Any:
     return cell
 
 
-class _StrictJSONError(ValueError):
-    pass
-
-
-def _no_constants(name: str) -> Any:
-    raise _StrictJSONError(f"{name} is not JSON")
-
-
-def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [k for k, _ in pairs]
-    if len(set(keys)) != len(keys):
-        raise _StrictJSONError("duplicate key")
-    return dict(pairs)
-
-
-_STRICT = json.JSONDecoder(parse_constant=_no_constants, object_pairs_hook=_no_duplicate_keys)
-
-
 def typed(value: Any) -> Any:
     """A JSON value compared by value with its type kept: numbers as exact Fractions (34 and
     34.0 are one number), booleans, strings and null apart from numbers and from each other."""
@@ -121,32 +103,13 @@ class TableJsonAnswer(JsonAnswer):
     def describe(self) -> str:
         return "a JSON array of objects (one per row, the header's keys, typed values)"
 
-    def answer_block(self, block: str) -> str:
-        """The JSON value the block starts with (after a fence or a "label:" line) when only
-        prose follows it on later lines; else the whole block. Another JSON value after the
-        first is a second value in the slot, not prose, so the block stays whole (and is not
-        one value)."""
-        body = strip_block(block).strip()
-        if body[:1] not in ("[", "{"):
-            first, _, rest = body.partition("\n")
-            if first.rstrip().endswith(":"):
-                body = rest.strip()
-        try:
-            _, end = json.JSONDecoder().raw_decode(body)
-        except (ValueError, RecursionError):
-            return block
-        tail = body[end:]
-        if not tail.strip() or (tail.lstrip(" \t").startswith("\n") and tail.lstrip()[:1] not in ("[", "{")):
-            return body[:end]
-        return block
-
     def parse(self, text: str) -> list[Any] | None:
         s = strip_block(text)
         if s[:1] != "[":
             return None
         try:
-            value = _STRICT.decode(s)
-        except (_StrictJSONError, ValueError, RecursionError):
+            value = STRICT_JSON.decode(s)
+        except (StrictJSONError, ValueError, RecursionError):
             return None
         return value if isinstance(value, list) else None
 

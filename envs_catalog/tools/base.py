@@ -27,7 +27,6 @@ list, a wrong number, an injection, an empty answer, a malformed call, tool spam
 from __future__ import annotations
 
 import json
-import re
 from fractions import Fraction
 from typing import Any, Callable, Sequence
 
@@ -35,8 +34,7 @@ import numpy as np
 
 from llm_gym.authoring import check_float, check_int
 from llm_gym.env_source import EnvSource
-from llm_gym.grading.contracts import AnswerContract, IntegerAnswer
-from llm_gym.grading.units import lookup
+from llm_gym.grading.contracts import AnswerContract, IntegerAnswer, counted
 from llm_gym.renderers import Message, Renderer, ToolCall, get_text_content
 from llm_gym.renderers.tools import format_assistant_text
 from llm_gym.rl.tool_env import build_agent_tool_env
@@ -87,21 +85,9 @@ class FinalNumberAnswer(IntegerAnswer):
         return final_instruction(self.name)
 
 
-_HOW_MANY = re.compile(r"How many (?:different )?([a-z]+)")
-
-
 def answer_words(question: str) -> tuple[str | None, tuple[str, ...]]:
-    """What the answer to `question` counts: a unit when it asks for one ("How many kilometres"
-    -> "km": "1234 km" and "1234000 m" are the answer), else the nouns the number may carry
-    ("How many bottles" -> "bottles", "bottle")."""
-    m = _HOW_MANY.search(question)
-    if m is None:
-        return None, ()
-    word = m.group(1)
-    unit = lookup(word)
-    if unit is not None:
-        return unit.symbol, ()
-    return None, (word, word[:-1]) if word.endswith("s") else (word,)
+    """What the answer to `question` counts (`llm_gym.grading.contracts.counted`)."""
+    return counted(question)
 
 
 def number_contract(question: str, name: str) -> FinalNumberAnswer:

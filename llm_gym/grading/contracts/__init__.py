@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from llm_gym.grading.contracts.base import AnswerContract
 from llm_gym.grading.contracts.expression import ArithmeticExpressionAnswer, Expression
-from llm_gym.grading.contracts.numbers import IntegerAnswer, NumberAnswer, format_number
+from llm_gym.grading.contracts.numbers import IntegerAnswer, NumberAnswer, counted, format_number
 from llm_gym.grading.contracts.program import ProgramAnswer
 from llm_gym.grading.contracts.structured import GridAnswer, JsonAnswer, MappingAnswer, SequenceAnswer
 from llm_gym.grading.contracts.text import ExactTextAnswer, FreeTextAnswer, TokenAnswer
@@ -25,5 +25,6 @@ __all__ = [
     "ProgramAnswer",
     "SequenceAnswer",
     "TokenAnswer",
+    "counted",
     "format_number",
 ]

@@ -24,7 +24,7 @@ from llm_gym.grading.numeric import _NUMBER_TOKEN
 from llm_gym.grading.quantity import read_quantity, strip_decoration
 from llm_gym.grading.units import Unit, lookup
 
-__all__ = ["IntegerAnswer", "NumberAnswer", "format_number"]
+__all__ = ["IntegerAnswer", "NumberAnswer", "counted", "format_number"]
 
 _RESTATED = re.compile(r"(?P<value>[^()]+?)[ \t]*\((?P<again>[^()]+)\)")
 _VARIABLE = re.compile(r"(?P<name>[A-Za-z](?:_[0-9]+)?)[ \t]*(?:=|:)[ \t]*(?P<rest>.+)", re.DOTALL)
@@ -35,6 +35,24 @@ _APPROX = re.compile(
     re.IGNORECASE | re.DOTALL)
 _DIGIT = re.compile(r"[0-9]")
 _ARITH_ONLY = re.compile(r"[0-9 \t.,+\-*/×÷·^()\[\]xX]+")
+
+
+_HOW_MANY = re.compile(r"How many (?:more |different )?([a-z]+)")
+
+
+def counted(question: str) -> tuple[str | None, tuple[str, ...]]:
+    """What a "How many X ...?" question counts, for its number contract's `unit=` and `nouns=`:
+    a unit when X is one ("How many kilometres" -> "km": "1234 km" and "1234000 m" answer it,
+    "How many dollars" -> "USD": "$36"), else the nouns the number may carry ("How many
+    stickers" -> ("stickers", "sticker")); (None, ()) for any other question."""
+    m = _HOW_MANY.search(question)
+    if m is None:
+        return None, ()
+    word = m.group(1)
+    found = lookup(word)
+    if found is not None:
+        return found.symbol, ()
+    return None, (word, word[:-1]) if word.endswith("s") else (word,)
 
 
 def format_number(value: Fraction) -> str:
